@@ -1,0 +1,267 @@
+//! Schemas: a loaded descriptor pool plus the method table the gateway routes by.
+//!
+//! Schemas come from a binary `FileDescriptorSet` or from `.proto` sources compiled in-process
+//! with protox. This crate never touches the file system: the caller hands over the bytes, or a
+//! function that returns the text of an imported file by its import name.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use prost::Message as _;
+use prost_reflect::{DescriptorPool, MessageDescriptor, ServiceDescriptor};
+
+/// The shape of a method's streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamingKind {
+    Unary,
+    ClientStreaming,
+    ServerStreaming,
+    Bidirectional,
+}
+
+/// A method of a service in the schema, addressed by its gRPC path `/pkg.Service/Method`.
+#[derive(Debug, Clone)]
+pub struct Method {
+    /// `/pkg.Service/Method`.
+    pub path: Arc<str>,
+    /// `pkg.Service/Method`, the name used in logs and metric labels.
+    pub full_name: Arc<str>,
+    /// `pkg.Service`.
+    pub service: Arc<str>,
+    pub input: MessageDescriptor,
+    pub output: MessageDescriptor,
+    pub streaming: StreamingKind,
+    pub descriptor: prost_reflect::MethodDescriptor,
+}
+
+/// A loaded schema. Cheap to clone; immutable once built.
+#[derive(Clone)]
+pub struct Schema {
+    pool: DescriptorPool,
+    methods: Arc<HashMap<Box<str>, Method>>,
+}
+
+impl fmt::Debug for Schema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Schema")
+            .field("methods", &self.methods.len())
+            .finish()
+    }
+}
+
+/// A schema that cannot be loaded; the message names the file and, where known, the line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaError(String);
+
+impl fmt::Display for SchemaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SchemaError {}
+
+impl Schema {
+    /// Loads a binary `FileDescriptorSet` (`protoc -o`, `buf build`). Imports that the set does
+    /// not include are resolved from the well-known types bundled with this crate.
+    pub fn from_descriptor_set(bytes: &[u8]) -> Result<Schema, SchemaError> {
+        let set = prost_types::FileDescriptorSet::decode(bytes)
+            .map_err(|e| SchemaError(format!("not a FileDescriptorSet: {e}")))?;
+        Self::from_file_descriptor_set(set)
+    }
+
+    /// Builds a schema from several descriptor sets (one per `--descriptor-set`).
+    pub fn from_descriptor_sets(sets: &[Vec<u8>]) -> Result<Schema, SchemaError> {
+        let mut all = prost_types::FileDescriptorSet::default();
+        let mut seen = std::collections::HashSet::new();
+        for bytes in sets {
+            let set = prost_types::FileDescriptorSet::decode(bytes.as_slice())
+                .map_err(|e| SchemaError(format!("not a FileDescriptorSet: {e}")))?;
+            for file in set.file {
+                if seen.insert(file.name().to_owned()) {
+                    all.file.push(file);
+                }
+            }
+        }
+        Self::from_file_descriptor_set(all)
+    }
+
+    fn from_file_descriptor_set(
+        mut set: prost_types::FileDescriptorSet,
+    ) -> Result<Schema, SchemaError> {
+        // Sets built without `--include_imports` lack the well-known types they import: add the
+        // bundled copies of any google/protobuf file that is imported but missing.
+        let present: std::collections::HashSet<String> =
+            set.file.iter().map(|f| f.name().to_owned()).collect();
+        let missing: Vec<String> = set
+            .file
+            .iter()
+            .flat_map(|f| f.dependency.iter())
+            .filter(|d| !present.contains(*d))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            let bundled = DescriptorPool::global();
+            let mut extra = Vec::new();
+            for name in &missing {
+                if let Some(file) = bundled.get_file_by_name(name) {
+                    extra.push(file.file_descriptor_proto().clone());
+                }
+            }
+            extra.append(&mut set.file);
+            set.file = extra;
+        }
+        let mut pool = DescriptorPool::new();
+        pool.add_file_descriptor_set(set)
+            .map_err(|e| SchemaError(describe_descriptor_error(&e)))?;
+        Ok(Self::from_pool(pool))
+    }
+
+    /// Compiles `.proto` files in-process. `files` are import names (relative to an include
+    /// directory); `open` returns the text of a file by its import name, or `None` when there is
+    /// no such file. `google/protobuf/*.proto` resolve without being supplied.
+    pub fn compile<F>(files: &[String], open: F) -> Result<Schema, SchemaError>
+    where
+        F: Fn(&str) -> Option<String> + 'static,
+    {
+        let texts: Arc<std::sync::Mutex<HashMap<String, String>>> = Default::default();
+        let resolver = SourceResolver {
+            open: Box::new(open),
+            texts: texts.clone(),
+        };
+        let mut chain = protox::file::ChainFileResolver::new();
+        chain.add(resolver);
+        chain.add(protox::file::GoogleFileResolver::new());
+        let mut compiler = protox::Compiler::with_file_resolver(chain);
+        compiler.include_imports(true);
+        for file in files {
+            compiler
+                .open_file(file)
+                .map_err(|e| describe_protox_error(&e, &texts))?;
+        }
+        let pool = compiler.descriptor_pool();
+        Ok(Self::from_pool(pool))
+    }
+
+    /// Wraps an already-built pool.
+    pub fn from_pool(pool: DescriptorPool) -> Schema {
+        let mut methods = HashMap::new();
+        for service in pool.services() {
+            add_service_methods(&service, &mut methods);
+        }
+        Schema {
+            pool,
+            methods: Arc::new(methods),
+        }
+    }
+
+    /// Looks a method up by its gRPC path `/pkg.Service/Method`. No allocation, no lock.
+    pub fn method(&self, path: &str) -> Option<&Method> {
+        self.methods.get(path)
+    }
+
+    /// Every method of every service, in no particular order.
+    pub fn methods(&self) -> impl Iterator<Item = &Method> {
+        self.methods.values()
+    }
+
+    /// Looks a message up by its full name (`pkg.Msg`).
+    pub fn message(&self, full_name: &str) -> Option<MessageDescriptor> {
+        self.pool.get_message_by_name(full_name)
+    }
+
+    /// The underlying descriptor pool.
+    pub fn pool(&self) -> &DescriptorPool {
+        &self.pool
+    }
+
+    /// The schema as a `FileDescriptorSet` (all files, dependencies first).
+    pub fn to_descriptor_set(&self) -> Vec<u8> {
+        self.pool.encode_to_vec()
+    }
+}
+
+fn add_service_methods(service: &ServiceDescriptor, out: &mut HashMap<Box<str>, Method>) {
+    for m in service.methods() {
+        let full_name: Arc<str> = format!("{}/{}", service.full_name(), m.name()).into();
+        let path: Arc<str> = format!("/{full_name}").into();
+        let streaming = match (m.is_client_streaming(), m.is_server_streaming()) {
+            (false, false) => StreamingKind::Unary,
+            (true, false) => StreamingKind::ClientStreaming,
+            (false, true) => StreamingKind::ServerStreaming,
+            (true, true) => StreamingKind::Bidirectional,
+        };
+        let method = Method {
+            path: path.clone(),
+            full_name,
+            service: service.full_name().into(),
+            input: m.input(),
+            output: m.output(),
+            streaming,
+            descriptor: m.clone(),
+        };
+        out.insert(path.as_ref().into(), method);
+    }
+}
+
+type OpenFn = dyn Fn(&str) -> Option<String>;
+
+struct SourceResolver {
+    open: Box<OpenFn>,
+    /// Texts handed to the compiler, kept to turn error offsets into line numbers.
+    texts: Arc<std::sync::Mutex<HashMap<String, String>>>,
+}
+
+impl protox::file::FileResolver for SourceResolver {
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        match (self.open)(name) {
+            Some(text) => {
+                let file = protox::file::File::from_source(name, &text)?;
+                if let Ok(mut texts) = self.texts.lock() {
+                    texts.insert(name.to_owned(), text);
+                }
+                Ok(file)
+            }
+            None => Err(protox::Error::file_not_found(name)),
+        }
+    }
+}
+
+fn describe_protox_error(
+    e: &protox::Error,
+    texts: &std::sync::Mutex<HashMap<String, String>>,
+) -> SchemaError {
+    use miette::Diagnostic;
+    let file = e.file().unwrap_or("<input>").to_owned();
+    let offset = e.labels().and_then(|mut l| l.next()).map(|l| l.offset());
+    let mut where_ = file.clone();
+    if let (Some(offset), Ok(texts)) = (offset, texts.lock())
+        && let Some(text) = texts.get(&file)
+    {
+        let (line, col) = line_col(text, offset);
+        where_ = format!("{file}:{line}:{col}");
+    }
+    SchemaError(format!("{where_}: {e}"))
+}
+
+fn describe_descriptor_error(e: &prost_reflect::DescriptorError) -> String {
+    match e.file() {
+        Some(file) => format!("{file}: {e}"),
+        None => e.to_string(),
+    }
+}
+
+/// 1-based line and column of a byte offset.
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text.as_bytes()[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let col = offset
+        - before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1)
+        + 1;
+    (line, col)
+}

@@ -1,0 +1,183 @@
+//! Protobuf wire format primitives: varints, tags, zigzag.
+
+use crate::Error;
+
+pub(crate) const VARINT: u8 = 0;
+pub(crate) const I64: u8 = 1;
+pub(crate) const LEN: u8 = 2;
+pub(crate) const SGROUP: u8 = 3;
+pub(crate) const EGROUP: u8 = 4;
+pub(crate) const I32: u8 = 5;
+
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+pub(crate) fn put_tag(out: &mut Vec<u8>, number: u32, wire_type: u8) {
+    put_varint(out, ((number as u64) << 3) | wire_type as u64);
+}
+
+pub(crate) fn put_len_prefixed(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+    put_tag(out, number, LEN);
+    put_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+pub(crate) fn zigzag32(v: i32) -> u64 {
+    (((v << 1) ^ (v >> 31)) as u32) as u64
+}
+
+pub(crate) fn zigzag64(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+pub(crate) fn unzigzag32(v: u32) -> i32 {
+    ((v >> 1) as i32) ^ -((v & 1) as i32)
+}
+
+pub(crate) fn unzigzag64(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// A cursor over wire bytes that knows its absolute offset for error messages.
+#[derive(Clone, Copy)]
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    /// Offset of `buf[0]` in the whole input.
+    base: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8], base: usize) -> Self {
+        Reader { buf, pos: 0, base }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    pub(crate) fn offset(&self) -> usize {
+        self.base + self.pos
+    }
+
+    fn err(&self, msg: &str) -> Error {
+        Error::malformed_protobuf(self.offset(), msg)
+    }
+
+    pub(crate) fn varint(&mut self) -> Result<u64, Error> {
+        let mut v: u64 = 0;
+        for i in 0..10 {
+            let Some(&b) = self.buf.get(self.pos) else {
+                return Err(self.err("truncated varint"));
+            };
+            self.pos += 1;
+            if i == 9 && b > 1 {
+                return Err(self.err("varint longer than 64 bits"));
+            }
+            v |= ((b & 0x7f) as u64) << (7 * i);
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(self.err("varint longer than 10 bytes"))
+    }
+
+    pub(crate) fn fixed32(&mut self) -> Result<u32, Error> {
+        let b = self.take(4, "truncated fixed32")?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub(crate) fn fixed64(&mut self) -> Result<u64, Error> {
+        let b = self.take(8, "truncated fixed64")?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// A length-delimited value; returns the bytes and their absolute offset.
+    pub(crate) fn len_delimited(&mut self) -> Result<(&'a [u8], usize), Error> {
+        let len = self.varint()?;
+        let len = usize::try_from(len).map_err(|_| self.err("length out of range"))?;
+        let at = self.offset();
+        let b = self.take(len, "truncated length-delimited field")?;
+        Ok((b, at))
+    }
+
+    fn take(&mut self, n: usize, msg: &str) -> Result<&'a [u8], Error> {
+        if self.buf.len() - self.pos < n {
+            return Err(self.err(msg));
+        }
+        let b = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(b)
+    }
+
+    /// Reads a tag: (field number, wire type).
+    pub(crate) fn tag(&mut self) -> Result<(u32, u8), Error> {
+        let at = self.offset();
+        let key = self.varint()?;
+        let wire_type = (key & 7) as u8;
+        let number = key >> 3;
+        if number == 0 || number > 536_870_911 {
+            return Err(Error::malformed_protobuf(
+                at,
+                format!("invalid field number {number}"),
+            ));
+        }
+        if wire_type > 5 {
+            return Err(Error::malformed_protobuf(
+                at,
+                format!("invalid wire type {wire_type}"),
+            ));
+        }
+        Ok((number as u32, wire_type))
+    }
+
+    /// Skips a value of the given wire type (a group up to its matching end tag).
+    pub(crate) fn skip(
+        &mut self,
+        number: u32,
+        wire_type: u8,
+        depth_left: usize,
+    ) -> Result<(), Error> {
+        match wire_type {
+            VARINT => {
+                self.varint()?;
+            }
+            I64 => {
+                self.take(8, "truncated fixed64")?;
+            }
+            LEN => {
+                self.len_delimited()?;
+            }
+            I32 => {
+                self.take(4, "truncated fixed32")?;
+            }
+            SGROUP => {
+                if depth_left == 0 {
+                    return Err(self.err("groups nested too deep"));
+                }
+                loop {
+                    if self.is_empty() {
+                        return Err(self.err("unterminated group"));
+                    }
+                    let (n, wt) = self.tag()?;
+                    if wt == EGROUP {
+                        if n != number {
+                            return Err(self.err("mismatched end-group tag"));
+                        }
+                        break;
+                    }
+                    self.skip(n, wt, depth_left - 1)?;
+                }
+            }
+            _ => return Err(self.err("unexpected end-group tag")),
+        }
+        Ok(())
+    }
+}
