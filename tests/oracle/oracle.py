@@ -291,13 +291,94 @@ class Oracle(object):
               msg, always_print_fields_with_no_presence=True,
               descriptor_pool=pool)),
       ]
-    except Exception as e:  # pylint: disable=broad-except
-      case['render_error'] = str(e)
+    except Exception:  # pylint: disable=broad-except
+      case['render_error'] = self.render_error(msg)
     else:
       for key, d in dicts:
         case[key] = self.canon(desc, d)
     case['unknown'] = unknown
     return case
+
+  def _render_fails(self, msg):
+    try:
+      json_format.MessageToDict(msg, descriptor_pool=self.pool)
+    except Exception as e:  # pylint: disable=broad-except
+      return e
+    return None
+
+  def render_error(self, msg):
+    """str() of MessageToDict's exception, made independent of map order.
+
+    When several map entries (or Struct keys) cannot be rendered, which one
+    MessageToDict trips over first depends on upb's per-process hash order.
+    The message is pruned to the first failing element in a fixed order
+    (fields by number, map keys sorted) and that is rendered instead; the
+    result is one of the messages MessageToDict could raise for the full
+    message.
+    """
+    return str(self._render_fails(self._prune(msg)))
+
+  def _prune(self, msg):
+    desc = msg.DESCRIPTOR
+    fn = desc.full_name
+    if fn == 'google.protobuf.Any':
+      try:
+        inner = self.cls(msg.type_url.split('/')[-1])()
+      except KeyError:
+        return msg
+      inner.ParseFromString(msg.value)
+      if self._render_fails(inner) is None:
+        return msg
+      out = type(msg)()
+      out.type_url = msg.type_url
+      out.value = self._prune(inner).SerializeToString(deterministic=True)
+      return out
+    if _is_wkt(desc) and fn not in ('google.protobuf.Struct',
+                                    'google.protobuf.Value',
+                                    'google.protobuf.ListValue'):
+      return msg
+    cls = type(msg)
+    for f, v in msg.ListFields():
+      if _is_map_field(f):
+        kf = f.message_type.fields_by_name['key']
+        vf = f.message_type.fields_by_name['value']
+        for k in sorted(v.keys()):
+          t = cls()
+          if vf.type == FD.TYPE_MESSAGE:
+            getattr(t, f.name)[k].CopyFrom(v[k])
+          else:
+            getattr(t, f.name)[k] = v[k]
+          if self._render_fails(t) is None:
+            continue
+          if vf.type == FD.TYPE_MESSAGE:
+            getattr(t, f.name)[k].CopyFrom(self._prune(v[k]))
+          return t
+        continue
+      if _is_repeated(f):
+        for item in v:
+          t = cls()
+          if f.type == FD.TYPE_MESSAGE:
+            getattr(t, f.name).add().CopyFrom(item)
+          else:
+            getattr(t, f.name).append(item)
+          if self._render_fails(t) is None:
+            continue
+          if f.type == FD.TYPE_MESSAGE:
+            t = cls()
+            getattr(t, f.name).add().CopyFrom(self._prune(item))
+          return t
+        continue
+      t = cls()
+      if f.type == FD.TYPE_MESSAGE:
+        getattr(t, f.name).CopyFrom(v)
+      else:
+        setattr(t, f.name, v)
+      if self._render_fails(t) is None:
+        continue
+      if f.type == FD.TYPE_MESSAGE:
+        getattr(t, f.name).CopyFrom(self._prune(v))
+      return t
+    return msg
 
   def parse_case(self, case_id, full_name, text, ignore_unknown=False):
     case = {
@@ -1285,9 +1366,12 @@ def edge_cases():
         '{"node": %s}' % _node_chain(levels - 1))
   for levels in (48, 49, 50):
     add('edge-depth-value-list-%d' % levels, _list_chain(levels))
-  add('edge-depth-any-nested-chain',
-      '{"wAny": ' + '{"@type": "type.googleapis.com/google.protobuf.Any", '
-      '"value": ' * 60 + '{}' + '}' * 60 + '}')
+  for wrappers in (98, 99):
+    # KitchenSink(1) > wAny(2) > `wrappers` nested Any values; the innermost
+    # value is {} (an empty Any): depth 2 + wrappers.
+    add('edge-depth-any-nested-%d' % wrappers,
+        '{"wAny": ' + '{"@type": "type.googleapis.com/google.protobuf.Any", '
+        '"value": ' * wrappers + '{}' + '}' * wrappers + '}')
 
   # --- invalid JSON text --------------------------------------------
   add('edge-invalid-json-trailing-comma', '{"fInt32": 1,}')
