@@ -345,10 +345,11 @@ impl<'a> Renderer<'a> {
                 let Kind::Enum(e) = field.kind() else {
                     unreachable!()
                 };
-                if e.full_name() == "google.protobuf.NullValue" {
-                    Out::Null
-                } else if self.opts.enum_numbers {
+                // With enum numbers json_format prints NullValue fields as 0 too.
+                if self.opts.enum_numbers {
                     Out::I32(n)
+                } else if e.full_name() == "google.protobuf.NullValue" {
+                    Out::Null
                 } else {
                     match e.get_value(n) {
                         Some(ev) => Out::Str(ev.name().to_owned()),

@@ -302,9 +302,6 @@ impl<'a> Encoder<'a> {
             if field.is_packed() {
                 let mut packed = Vec::new();
                 for (i, item) in items.iter().enumerate() {
-                    if matches!(item, In::Null) {
-                        return Err(Error::wrong_type("array element", "null").at_index(i));
-                    }
                     match self.convert(field, item).map_err(|e| e.at_index(i))? {
                         Converted::Value(s) => put_scalar_value_kind(&mut packed, &kind, s),
                         Converted::OwnedBytes(_) => unreachable!("bytes are never packed"),
@@ -392,7 +389,9 @@ impl<'a> Encoder<'a> {
             Kind::Double => Scalar::F64(float_value(v)?),
             Kind::Float => {
                 let f = float_value(v)?;
-                if f.is_finite() && f.abs() > f32::MAX as f64 {
+                // Values that round to a finite float32 are accepted: the shortest form of
+                // float32's maximum (3.4028235e38) lies just above it.
+                if f.is_finite() && f.abs() >= FLOAT_ROUNDS_TO_INFINITY {
                     return Err(Error::invalid(
                         "number within the float range",
                         number_text(v),
@@ -415,6 +414,8 @@ impl<'a> Encoder<'a> {
                 other => return Err(Error::wrong_type("base64 string", other.type_name())),
             },
             Kind::Enum(e) => match v {
+                // NullValue's JSON form is null (a singular null is handled by the caller).
+                In::Null if e.full_name() == "google.protobuf.NullValue" => Scalar::I32(0),
                 In::Str(s) => {
                     if let Some(ev) = e.get_value_by_name(s) {
                         Scalar::I32(ev.number())
@@ -505,6 +506,9 @@ impl<'a> Encoder<'a> {
         Ok(())
     }
 }
+
+/// The smallest double that rounds to infinity as a float32: float32's maximum plus half an ULP.
+const FLOAT_ROUNDS_TO_INFINITY: f64 = 3.4028235677973366e38;
 
 pub(crate) fn is_wrapper(desc: &MessageDescriptor) -> bool {
     desc.parent_file().name() == "google/protobuf/wrappers.proto"

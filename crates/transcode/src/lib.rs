@@ -126,6 +126,19 @@ impl Findings {
     }
 }
 
+/// Encodes a google.rpc.Status without details, for errors the gateway makes itself.
+pub fn encode_status(code: i32, message: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(message.len() + 8);
+    if code != 0 {
+        wire::put_tag(&mut out, 1, wire::VARINT);
+        wire::put_varint(&mut out, code as i64 as u64);
+    }
+    if !message.is_empty() {
+        wire::put_len_prefixed(&mut out, 2, message.as_bytes());
+    }
+    out
+}
+
 /// Containers (arrays and objects) allowed in a parsed input: every message level is at most
 /// two (an object inside an array), so this never rejects what the message limit accepts.
 fn max_containers(opts: &Options) -> usize {

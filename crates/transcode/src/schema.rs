@@ -144,8 +144,10 @@ impl Schema {
         Ok(Self::from_pool(pool))
     }
 
-    /// Wraps an already-built pool.
-    pub fn from_pool(pool: DescriptorPool) -> Schema {
+    /// Wraps an already-built pool, adding the bundled `google/rpc` files (Status and the
+    /// standard error details) unless the pool has its own.
+    pub fn from_pool(mut pool: DescriptorPool) -> Schema {
+        add_google_rpc(&mut pool);
         let mut methods = HashMap::new();
         for service in pool.services() {
             add_service_methods(&service, &mut methods);
@@ -179,6 +181,47 @@ impl Schema {
     /// The schema as a `FileDescriptorSet` (all files, dependencies first).
     pub fn to_descriptor_set(&self) -> Vec<u8> {
         self.pool.encode_to_vec()
+    }
+}
+
+/// `google/rpc/*.proto`, bundled: error bodies are google.rpc.Status.
+const GOOGLE_RPC: &[(&str, &str)] = &[
+    ("google/rpc/status.proto", include_str!("../proto/google/rpc/status.proto")),
+    ("google/rpc/error_details.proto", include_str!("../proto/google/rpc/error_details.proto")),
+];
+
+fn add_google_rpc(pool: &mut DescriptorPool) {
+    for (name, _) in GOOGLE_RPC {
+        if pool.get_file_by_name(name).is_some() {
+            continue;
+        }
+        let mut chain = protox::file::ChainFileResolver::new();
+        chain.add(BundledResolver);
+        chain.add(protox::file::GoogleFileResolver::new());
+        let mut compiler = protox::Compiler::with_file_resolver(chain);
+        compiler.include_imports(true);
+        let Ok(compiler) = compiler.open_file(name) else { continue };
+        for file in compiler.file_descriptor_set().file {
+            if pool.get_file_by_name(file.name()).is_none() {
+                // A user file that defines the same messages under another name wins: on a
+                // conflict the pool stays as it was.
+                let mut candidate = pool.clone();
+                if candidate.add_file_descriptor_proto(file).is_ok() {
+                    *pool = candidate;
+                }
+            }
+        }
+    }
+}
+
+struct BundledResolver;
+
+impl protox::file::FileResolver for BundledResolver {
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        match GOOGLE_RPC.iter().find(|(n, _)| *n == name) {
+            Some((n, text)) => protox::file::File::from_source(n, text),
+            None => Err(protox::Error::file_not_found(name)),
+        }
     }
 }
 
