@@ -1,0 +1,146 @@
+//! Reading a request body with the size limit enforced while reading.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body::Body;
+use http_body_util::BodyExt;
+
+use crate::error::EdgeError;
+
+/// Reads the whole body: 413 as soon as `limit` is exceeded (the rest is never buffered), 408
+/// when the client stops sending for `timeout`. A body that arrives in one piece is returned
+/// without a copy.
+pub async fn read_limited<B>(
+    mut body: B,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Bytes, EdgeError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    if let Some(len) = body.size_hint().exact()
+        && len > limit as u64
+    {
+        return Err(EdgeError::PayloadTooLarge { limit });
+    }
+    let mut first: Option<Bytes> = None;
+    let mut rest: Option<BytesMut> = None;
+    let mut total = 0usize;
+    loop {
+        let frame = match tokio::time::timeout(timeout, body.frame()).await {
+            Err(_) => return Err(EdgeError::BodyTimeout),
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err(EdgeError::BadHeader(format!(
+                    "error reading the request body: {e}"
+                )));
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if data.is_empty() {
+            continue;
+        }
+        total += data.len();
+        if total > limit {
+            return Err(EdgeError::PayloadTooLarge { limit });
+        }
+        match (&mut first, &mut rest) {
+            (None, _) => first = Some(data),
+            (Some(f), None) => {
+                let mut buf = BytesMut::with_capacity(
+                    (f.len() + data.len()).max(body.size_hint().lower() as usize),
+                );
+                buf.extend_from_slice(f);
+                buf.extend_from_slice(&data);
+                rest = Some(buf);
+            }
+            (Some(_), Some(buf)) => buf.extend_from_slice(&data),
+        }
+    }
+    Ok(match (first, rest) {
+        (_, Some(buf)) => buf.freeze(),
+        (Some(f), None) => f,
+        (None, None) => Bytes::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use http_body::Frame;
+    use http_body_util::Full;
+
+    use super::*;
+
+    /// A body that yields the given chunks, then stalls forever if `stall` is set.
+    struct Chunks {
+        chunks: VecDeque<Bytes>,
+        stall: bool,
+    }
+
+    impl Body for Chunks {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            match self.chunks.pop_front() {
+                Some(c) => Poll::Ready(Some(Ok(Frame::data(c)))),
+                None if self.stall => Poll::Pending,
+                None => Poll::Ready(None),
+            }
+        }
+    }
+
+    fn chunks(n: usize, size: usize, stall: bool) -> Chunks {
+        Chunks {
+            chunks: (0..n).map(|_| Bytes::from(vec![b'x'; size])).collect(),
+            stall,
+        }
+    }
+
+    #[tokio::test]
+    async fn limit_is_enforced_while_reading() {
+        let r = read_limited(chunks(10, 100, true), 550, Duration::from_secs(5)).await;
+        // The sixth chunk crosses the limit; the stalled rest is never awaited.
+        assert!(
+            matches!(r, Err(EdgeError::PayloadTooLarge { limit: 550 })),
+            "{r:?}"
+        );
+        let ok = read_limited(chunks(3, 100, false), 300, Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert_eq!(ok.len(), 300);
+        let one = read_limited(
+            Full::new(Bytes::from_static(b"abc")),
+            3,
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap();
+        assert_eq!(&one[..], b"abc");
+        let big = read_limited(
+            Full::new(Bytes::from_static(b"abcd")),
+            3,
+            Duration::from_secs(1),
+        )
+        .await;
+        assert!(matches!(big, Err(EdgeError::PayloadTooLarge { .. })));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_sending_times_out() {
+        let r = read_limited(chunks(2, 10, true), 1000, Duration::from_secs(10)).await;
+        assert!(matches!(r, Err(EdgeError::BodyTimeout)), "{r:?}");
+    }
+}

@@ -1,0 +1,248 @@
+//! Downgrade warnings: a protobuf message rendered as JSON instead of travelling as protobuf,
+//! or a rendering that dropped fields the schema does not know.
+//!
+//! Every occurrence is counted (by the caller, in `protogate_downgrades_total`); the log is
+//! rate-limited per (method, reason, client): the first occurrence at once, then at most one
+//! line per interval carrying the number of occurrences it stands for. The limiter remembers
+//! a bounded number of keys (least recently used evicted first, its pending count logged).
+
+use std::num::NonZeroUsize;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use lru::LruCache;
+use transcode::{Findings, Format};
+
+/// Why a message was downgraded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// The client asked for JSON (by Accept, or by sending JSON without an Accept).
+    JsonRequested,
+    /// Accept named nothing we serve; JSON was served.
+    AcceptFallback,
+    /// The JSON or MessagePack rendering dropped fields unknown to the schema.
+    UnknownFields,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::JsonRequested => "json_requested",
+            Reason::AcceptFallback => "accept_fallback",
+            Reason::UnknownFields => "unknown_fields",
+        }
+    }
+}
+
+/// Who asked: the User-Agent and, when sent, `x-client-id`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Client {
+    pub user_agent: String,
+    pub client_id: Option<String>,
+}
+
+impl Client {
+    /// Header values are cut to a bounded length so the limiter's memory stays bounded.
+    pub fn new(user_agent: Option<&str>, client_id: Option<&str>) -> Client {
+        fn cut(s: &str) -> String {
+            let mut end = s.len().min(200);
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            s[..end].to_owned()
+        }
+        Client {
+            user_agent: cut(user_agent.unwrap_or("-")),
+            client_id: client_id.map(cut),
+        }
+    }
+}
+
+/// One downgrade of one message.
+pub struct Downgrade<'a> {
+    pub method: &'a str,
+    pub reason: Reason,
+    pub format: Format,
+    pub client: &'a Client,
+    /// For `UnknownFields`: what was dropped.
+    pub findings: Option<&'a Findings>,
+}
+
+#[derive(Hash, PartialEq, Eq)]
+struct Key {
+    method: String,
+    reason: Reason,
+    client: Client,
+}
+
+struct Entry {
+    last_logged: Instant,
+    /// Occurrences since the last line.
+    pending: u64,
+    format: Format,
+    dropped: String,
+}
+
+/// The rate-limited logger.
+pub struct DowngradeLog {
+    interval: Duration,
+    /// std Mutex: held for a map lookup only, never across an await.
+    seen: Mutex<LruCache<Key, Entry>>,
+}
+
+/// How many (method, reason, client) keys the limiter remembers.
+pub const DEFAULT_CAPACITY: usize = 10_000;
+
+impl DowngradeLog {
+    /// `interval` zero logs every occurrence.
+    pub fn new(interval: Duration, capacity: usize) -> DowngradeLog {
+        let cap = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
+        DowngradeLog {
+            interval,
+            seen: Mutex::new(LruCache::new(cap)),
+        }
+    }
+
+    /// Records one occurrence, logging now if the key's interval allows.
+    pub fn record(&self, d: &Downgrade<'_>) {
+        let dropped = d.findings.map(describe_dropped).unwrap_or_default();
+        if self.interval.is_zero() {
+            emit(d.method, d.reason, d.format, d.client, &dropped, 1);
+            return;
+        }
+        let now = Instant::now();
+        let key = Key {
+            method: d.method.to_owned(),
+            reason: d.reason,
+            client: d.client.clone(),
+        };
+        let mut evicted = None;
+        let occurrences = {
+            let Ok(mut seen) = self.seen.lock() else {
+                return;
+            };
+            match seen.get_mut(&key) {
+                None => {
+                    let entry = Entry {
+                        last_logged: now,
+                        pending: 0,
+                        format: d.format,
+                        dropped: dropped.clone(),
+                    };
+                    evicted = seen.push(key, entry).filter(|(_, e)| e.pending > 0);
+                    Some(1)
+                }
+                Some(e) if now.duration_since(e.last_logged) >= self.interval => {
+                    let n = e.pending + 1;
+                    e.pending = 0;
+                    e.last_logged = now;
+                    Some(n)
+                }
+                Some(e) => {
+                    e.pending += 1;
+                    e.format = d.format;
+                    e.dropped.clone_from(&dropped);
+                    None
+                }
+            }
+        };
+        if let Some(n) = occurrences {
+            emit(d.method, d.reason, d.format, d.client, &dropped, n);
+        }
+        if let Some((k, e)) = evicted {
+            emit(
+                &k.method, k.reason, e.format, &k.client, &e.dropped, e.pending,
+            );
+        }
+    }
+
+    /// Logs the pending occurrences of every key whose interval has passed. Called
+    /// periodically so that a burst followed by silence is still reported.
+    pub fn flush(&self) {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        if let Ok(mut seen) = self.seen.lock() {
+            for (k, e) in seen.iter_mut() {
+                if e.pending > 0 && now.duration_since(e.last_logged) >= self.interval {
+                    due.push((
+                        k.method.clone(),
+                        k.reason,
+                        e.format,
+                        k.client.clone(),
+                        e.dropped.clone(),
+                        e.pending,
+                    ));
+                    e.pending = 0;
+                    e.last_logged = now;
+                }
+            }
+        }
+        for (method, reason, format, client, dropped, n) in due {
+            emit(&method, reason, format, &client, &dropped, n);
+        }
+    }
+}
+
+/// `#7 at items[0]; #9 at (root); Any type.googleapis.com/x.Y at details[0]`.
+pub fn describe_dropped(f: &Findings) -> String {
+    let mut parts: Vec<String> = f
+        .unknown_fields
+        .iter()
+        .map(|u| {
+            format!(
+                "#{} at {}",
+                u.number,
+                if u.path.is_empty() { "(root)" } else { &u.path }
+            )
+        })
+        .collect();
+    parts.extend(f.unresolved_any.iter().map(|a| {
+        format!(
+            "Any {} at {}",
+            a.type_url,
+            if a.path.is_empty() { "(root)" } else { &a.path }
+        )
+    }));
+    parts.join("; ")
+}
+
+fn emit(
+    method: &str,
+    reason: Reason,
+    format: Format,
+    client: &Client,
+    dropped: &str,
+    occurrences: u64,
+) {
+    let client_id = client.client_id.as_deref().unwrap_or("-");
+    if dropped.is_empty() {
+        tracing::warn!(
+            target: "protogate::downgrade",
+            method,
+            reason = reason.as_str(),
+            format = format.as_str(),
+            user_agent = %client.user_agent,
+            client_id,
+            occurrences,
+            "downgrade: {method} answered as {} ({}) for client {} / {client_id}",
+            format.as_str(),
+            reason.as_str(),
+            client.user_agent,
+        );
+    } else {
+        tracing::warn!(
+            target: "protogate::downgrade",
+            method,
+            reason = reason.as_str(),
+            format = format.as_str(),
+            user_agent = %client.user_agent,
+            client_id,
+            occurrences,
+            unknown_fields = dropped,
+            "downgrade: {method} answered as {} ({}) for client {} / {client_id}; dropped {dropped}",
+            format.as_str(),
+            reason.as_str(),
+            client.user_agent,
+        );
+    }
+}

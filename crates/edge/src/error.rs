@@ -1,0 +1,167 @@
+//! Edge errors and the one place that maps them to the wire: HTTP status plus a
+//! google.rpc.Status (code and message), by the contract's table.
+
+use std::fmt;
+
+use http::StatusCode;
+
+/// gRPC status codes (google.rpc.Code), by the names the spec uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Code {
+    Ok = 0,
+    Cancelled = 1,
+    Unknown = 2,
+    InvalidArgument = 3,
+    DeadlineExceeded = 4,
+    NotFound = 5,
+    AlreadyExists = 6,
+    PermissionDenied = 7,
+    ResourceExhausted = 8,
+    FailedPrecondition = 9,
+    Aborted = 10,
+    OutOfRange = 11,
+    Unimplemented = 12,
+    Internal = 13,
+    Unavailable = 14,
+    DataLoss = 15,
+    Unauthenticated = 16,
+}
+
+impl Code {
+    pub fn from_i32(code: i32) -> Code {
+        use Code::*;
+        match code {
+            0 => Ok,
+            1 => Cancelled,
+            3 => InvalidArgument,
+            4 => DeadlineExceeded,
+            5 => NotFound,
+            6 => AlreadyExists,
+            7 => PermissionDenied,
+            8 => ResourceExhausted,
+            9 => FailedPrecondition,
+            10 => Aborted,
+            11 => OutOfRange,
+            12 => Unimplemented,
+            13 => Internal,
+            14 => Unavailable,
+            15 => DataLoss,
+            16 => Unauthenticated,
+            _ => Unknown,
+        }
+    }
+
+    /// The HTTP status for a gRPC code: the google.rpc.Code mapping Envoy and Connect use.
+    pub fn http_status(self) -> StatusCode {
+        use Code::*;
+        match self {
+            Ok => StatusCode::OK,
+            Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+            Unknown | Internal | DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
+            InvalidArgument | FailedPrecondition | OutOfRange => StatusCode::BAD_REQUEST,
+            DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+            NotFound => StatusCode::NOT_FOUND,
+            AlreadyExists | Aborted => StatusCode::CONFLICT,
+            PermissionDenied => StatusCode::FORBIDDEN,
+            ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+            Unimplemented => StatusCode::NOT_IMPLEMENTED,
+            Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Unauthenticated => StatusCode::UNAUTHORIZED,
+        }
+    }
+}
+
+/// Everything that can go wrong while serving one request.
+#[derive(Debug)]
+pub enum EdgeError {
+    /// The body does not convert (malformed, wrong type, unknown key...): names the field path.
+    BadBody(transcode::Error),
+    /// A header we need is malformed (e.g. `grpc-timeout`).
+    BadHeader(String),
+    UnsupportedMediaType(String),
+    NotAcceptable(String),
+    UnknownMethod(String),
+    /// A method path used with another HTTP method than POST.
+    MethodNotAllowed {
+        method: String,
+    },
+    /// The method streams; only unary methods are served over this route.
+    Streaming {
+        method: String,
+    },
+    PayloadTooLarge {
+        limit: usize,
+    },
+    /// The client stopped sending its body.
+    BodyTimeout,
+    /// The upstream could not be reached.
+    Unavailable(String),
+    /// The deadline passed before the upstream answered.
+    DeadlineExceeded,
+    /// The upstream answered with a gRPC error; `details` is its grpc-status-details-bin.
+    Upstream {
+        code: i32,
+        message: String,
+        details: Option<bytes::Bytes>,
+    },
+    /// A fault of ours (or an upstream answer we cannot render).
+    Internal(String),
+}
+
+impl EdgeError {
+    /// The gRPC code and HTTP status this error answers with.
+    pub fn code_and_status(&self) -> (Code, StatusCode) {
+        use EdgeError::*;
+        match self {
+            BadBody(_) | BadHeader(_) => (Code::InvalidArgument, StatusCode::BAD_REQUEST),
+            UnsupportedMediaType(_) => (Code::InvalidArgument, StatusCode::UNSUPPORTED_MEDIA_TYPE),
+            NotAcceptable(_) => (Code::InvalidArgument, StatusCode::NOT_ACCEPTABLE),
+            UnknownMethod(_) => (Code::NotFound, StatusCode::NOT_FOUND),
+            MethodNotAllowed { .. } => (Code::Unimplemented, StatusCode::METHOD_NOT_ALLOWED),
+            Streaming { .. } => (Code::Unimplemented, StatusCode::NOT_IMPLEMENTED),
+            PayloadTooLarge { .. } => (Code::ResourceExhausted, StatusCode::PAYLOAD_TOO_LARGE),
+            BodyTimeout => (Code::DeadlineExceeded, StatusCode::REQUEST_TIMEOUT),
+            Unavailable(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
+            DeadlineExceeded => (Code::DeadlineExceeded, StatusCode::GATEWAY_TIMEOUT),
+            Upstream { code, .. } => {
+                let c = Code::from_i32(*code);
+                (c, c.http_status())
+            }
+            Internal(_) => (Code::Internal, StatusCode::INTERNAL_SERVER_ERROR),
+        }
+    }
+
+    /// True when the client caused it (logged at debug level only).
+    pub fn is_client_error(&self) -> bool {
+        self.code_and_status().1.is_client_error()
+    }
+}
+
+impl fmt::Display for EdgeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use EdgeError::*;
+        match self {
+            BadBody(e) => write!(f, "invalid request body: {e}"),
+            BadHeader(m)
+            | UnsupportedMediaType(m)
+            | NotAcceptable(m)
+            | Unavailable(m)
+            | Internal(m) => f.write_str(m),
+            UnknownMethod(path) => write!(f, "no method {path} in the loaded schema"),
+            MethodNotAllowed { method } => write!(f, "method {method} accepts POST only"),
+            Streaming { method } => write!(
+                f,
+                "method {method} is a streaming method; streaming is not served yet, only unary methods"
+            ),
+            PayloadTooLarge { limit } => {
+                write!(f, "request body exceeds the limit of {limit} bytes")
+            }
+            BodyTimeout => f.write_str("timed out reading the request body"),
+            DeadlineExceeded => f.write_str("upstream did not answer before the deadline"),
+            Upstream { message, .. } => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for EdgeError {}

@@ -1,0 +1,75 @@
+//! protogate's HTTP edge: serving, negotiation, routing, upstream gRPC calls, downgrade
+//! warnings, errors and metrics. No format logic lives here (that is `transcode`), and nothing
+//! here reads flags, environment variables or files (that is the binary).
+//!
+//! # Layout
+//! - [`server`]: the accept loop, HTTP/1.1 + h2c on one port, graceful shutdown.
+//! - [`service`]: the request path: negotiate → route → decode_request → call_upstream →
+//!   encode_response → record.
+//! - [`negotiate`]: Content-Type and Accept.
+//! - [`upstream`]: tonic channels and the pass-through bytes codec.
+//! - [`downgrade`]: the rate-limited downgrade warning.
+//! - [`metrics`]: Prometheus metrics.
+//! - [`error`]: edge errors and their mapping to HTTP status and google.rpc.Status.
+//! - `body`: body reading with the size limit enforced while reading.
+
+mod body;
+pub mod downgrade;
+pub mod error;
+pub mod metrics;
+pub mod negotiate;
+pub mod server;
+pub mod service;
+pub mod upstream;
+
+use std::time::Duration;
+
+pub use error::EdgeError;
+pub use server::serve;
+pub use service::Edge;
+pub use upstream::{BytesCodec, Upstreams};
+
+/// The edge's settings: plain data, resolved by the binary from flags and the config file.
+#[derive(Debug, Clone)]
+pub struct EdgeConfig {
+    /// Largest request body accepted, in bytes (default 4 MiB, gRPC's default message limit).
+    pub max_body_bytes: usize,
+    /// Largest upstream response accepted, in bytes (default 64 MiB).
+    pub max_response_bytes: usize,
+    /// Cap on the upstream deadline; a client's `grpc-timeout` / `X-Timeout` can only shorten
+    /// it (default 30 s).
+    pub upstream_timeout: Duration,
+    /// Answer 406 instead of falling back to JSON when Accept names nothing we serve.
+    pub strict_accept: bool,
+    /// At most one downgrade log line per (method, reason, client) per interval (default 60 s;
+    /// zero logs every occurrence).
+    pub downgrade_log_interval: Duration,
+    /// Time a client has to send its request head (default 10 s).
+    pub header_read_timeout: Duration,
+    /// Time a client may pause while sending its body (default 30 s).
+    pub body_read_timeout: Duration,
+    /// Largest request head, in bytes (default 64 KiB; HTTP/1 never below 8 KiB).
+    pub max_header_bytes: usize,
+    /// Concurrent streams per HTTP/2 connection (default 1,024).
+    pub max_concurrent_streams: u32,
+    /// Time in-flight requests get to finish after shutdown begins (default: the upstream
+    /// timeout, so no call that could still succeed is cut).
+    pub shutdown_grace: Duration,
+}
+
+impl Default for EdgeConfig {
+    fn default() -> Self {
+        EdgeConfig {
+            max_body_bytes: 4 * 1024 * 1024,
+            max_response_bytes: 64 * 1024 * 1024,
+            upstream_timeout: Duration::from_secs(30),
+            strict_accept: false,
+            downgrade_log_interval: Duration::from_secs(60),
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_header_bytes: 64 * 1024,
+            max_concurrent_streams: 1024,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}

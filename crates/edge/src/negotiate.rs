@@ -1,0 +1,340 @@
+//! Content negotiation: the request's format from Content-Type, the response's from Accept.
+//!
+//! A pure function of two headers, computed once per request; nothing reads Accept later.
+
+use http::HeaderValue;
+use transcode::Format;
+
+use crate::error::EdgeError;
+
+/// The formats a request is read and answered in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Negotiated {
+    pub request: Format,
+    pub response: Format,
+    /// Accept named nothing we serve, so JSON is served anyway (`accept_fallback`).
+    pub fallback: bool,
+}
+
+/// Media types per format, the canonical one (used on responses) first.
+const JSON: &[&str] = &["application/json"];
+const MSGPACK: &[&str] = &[
+    "application/msgpack",
+    "application/x-msgpack",
+    "application/vnd.msgpack",
+];
+const PROTOBUF: &[&str] = &[
+    "application/x-protobuf",
+    "application/protobuf",
+    "application/x-google-protobuf",
+];
+
+/// The server's preference among formats tied at the same q: protobuf > msgpack > JSON.
+const PREFERENCE: [Format; 3] = [Format::Protobuf, Format::Msgpack, Format::Json];
+
+/// The accepted request media types, for 415 messages.
+pub const ACCEPTED_CONTENT_TYPES: &str = "application/json, application/msgpack (or application/x-msgpack, \
+     application/vnd.msgpack), application/x-protobuf (or application/protobuf, application/x-google-protobuf)";
+
+/// The response media types we serve, for 406 messages.
+pub const SERVED_TYPES: &str = "application/x-protobuf, application/msgpack, application/json";
+
+fn types_of(f: Format) -> &'static [&'static str] {
+    match f {
+        Format::Json => JSON,
+        Format::Msgpack => MSGPACK,
+        Format::Protobuf => PROTOBUF,
+    }
+}
+
+/// The Content-Type a response in `f` carries.
+pub fn content_type(f: Format) -> &'static str {
+    types_of(f)[0]
+}
+
+/// The format named by a Content-Type header (parameters ignored, any case).
+pub fn request_format(content_type: Option<&HeaderValue>) -> Result<Format, EdgeError> {
+    let Some(value) = content_type else {
+        return Err(EdgeError::UnsupportedMediaType(
+            "missing Content-Type header".into(),
+        ));
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| EdgeError::UnsupportedMediaType("Content-Type header is not ASCII".into()))?;
+    let parsed: mime::Mime = text.parse().map_err(|_| {
+        EdgeError::UnsupportedMediaType(format!("Content-Type {text:?} is not a media type"))
+    })?;
+    let essence = parsed.essence_str().to_ascii_lowercase();
+    PREFERENCE
+        .into_iter()
+        .find(|f| types_of(*f).contains(&essence.as_str()))
+        .ok_or_else(|| {
+            EdgeError::UnsupportedMediaType(format!("Content-Type {essence:?} is not supported"))
+        })
+}
+
+/// Negotiates both formats. `strict` answers 406 instead of falling back to JSON.
+pub fn negotiate(
+    content_type: Option<&HeaderValue>,
+    accept: Option<&HeaderValue>,
+    strict: bool,
+) -> Result<Negotiated, EdgeError> {
+    let request = request_format(content_type)?;
+    let accept = accept
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .unwrap_or("");
+    if accept.is_empty() {
+        return Ok(Negotiated {
+            request,
+            response: request,
+            fallback: false,
+        });
+    }
+    let ranges = parse_accept(accept);
+    // q of each format: the q of the most specific range matching any of its media types.
+    let q_of = |f: Format| -> u16 {
+        let mut best: Option<(u8, u16)> = None;
+        for ty in types_of(f) {
+            let (t, s) = ty.split_once('/').unwrap_or((ty, ""));
+            for r in &ranges {
+                let spec = if r.ty == t && r.sub == s {
+                    2
+                } else if r.ty == t && r.sub == "*" {
+                    1
+                } else if r.ty == "*" && r.sub == "*" {
+                    0
+                } else {
+                    continue;
+                };
+                if best.is_none_or(|(bs, bq)| spec > bs || (spec == bs && r.q > bq)) {
+                    best = Some((spec, r.q));
+                }
+            }
+        }
+        best.map_or(0, |(_, q)| q)
+    };
+    let qs: Vec<(Format, u16)> = PREFERENCE.into_iter().map(|f| (f, q_of(f))).collect();
+    let top = qs.iter().map(|(_, q)| *q).max().unwrap_or(0);
+    if top == 0 {
+        if strict {
+            return Err(EdgeError::NotAcceptable(format!(
+                "Accept {accept:?} names no type this gateway serves ({SERVED_TYPES})"
+            )));
+        }
+        return Ok(Negotiated {
+            request,
+            response: Format::Json,
+            fallback: true,
+        });
+    }
+    let tied = |f: Format| qs.iter().any(|(g, q)| *g == f && *q == top);
+    let response = if tied(request) {
+        request
+    } else {
+        PREFERENCE
+            .into_iter()
+            .find(|f| tied(*f))
+            .unwrap_or(Format::Json)
+    };
+    Ok(Negotiated {
+        request,
+        response,
+        fallback: false,
+    })
+}
+
+struct Range {
+    ty: String,
+    sub: String,
+    /// q-value in thousandths (0..=1000).
+    q: u16,
+}
+
+fn parse_accept(accept: &str) -> Vec<Range> {
+    accept
+        .split(',')
+        .filter_map(|part| {
+            let m: mime::Mime = part.trim().parse().ok()?;
+            let q = match m.get_param("q") {
+                Some(q) => parse_q(q.as_str())?,
+                None => 1000,
+            };
+            Some(Range {
+                ty: m.type_().as_str().to_ascii_lowercase(),
+                sub: m.subtype().as_str().to_ascii_lowercase(),
+                q,
+            })
+        })
+        .collect()
+}
+
+/// RFC 9110 qvalue: `0(.ddd)?` or `1(.000)?`; anything else drops the range.
+fn parse_q(s: &str) -> Option<u16> {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    if frac.len() > 3 || !frac.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let whole: u16 = match int {
+        "0" => 0,
+        "1" => 1000,
+        _ => return None,
+    };
+    let mut thousandths: u16 = 0;
+    for (i, c) in frac.bytes().enumerate() {
+        thousandths += (c - b'0') as u16 * [100, 10, 1][i];
+    }
+    let q = whole + thousandths;
+    (q <= 1000).then_some(q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn neg(ct: &str, accept: Option<&str>, strict: bool) -> Result<(Format, bool), String> {
+        let ct = HeaderValue::from_str(ct).unwrap();
+        let accept = accept.map(|a| HeaderValue::from_str(a).unwrap());
+        negotiate(Some(&ct), accept.as_ref(), strict)
+            .map(|n| (n.response, n.fallback))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn content_types_and_aliases() {
+        use Format::*;
+        for (ct, f) in [
+            ("application/json", Json),
+            ("Application/JSON; charset=UTF-8", Json),
+            ("application/msgpack", Msgpack),
+            ("application/x-msgpack", Msgpack),
+            ("application/vnd.msgpack", Msgpack),
+            ("application/x-protobuf", Protobuf),
+            ("application/protobuf; proto=bench.v1.Order", Protobuf),
+            ("APPLICATION/X-GOOGLE-PROTOBUF", Protobuf),
+        ] {
+            assert_eq!(
+                request_format(Some(&HeaderValue::from_static(ct))).unwrap(),
+                f,
+                "{ct}"
+            );
+        }
+        for bad in ["text/plain", "application/xml", "json", ""] {
+            let e = request_format(Some(&HeaderValue::from_static(bad))).unwrap_err();
+            assert!(matches!(e, EdgeError::UnsupportedMediaType(_)), "{bad}");
+        }
+        assert!(request_format(None).is_err());
+    }
+
+    #[test]
+    fn accept_matrix() {
+        use Format::*;
+        let cases: &[(&str, Option<&str>, Format, bool)] = &[
+            ("application/json", None, Json, false),
+            ("application/x-protobuf", None, Protobuf, false),
+            ("application/msgpack", Some("*/*"), Msgpack, false),
+            ("application/json", Some("*/*"), Json, false),
+            ("application/json", Some("application/*"), Json, false),
+            (
+                "application/json",
+                Some("application/x-protobuf"),
+                Protobuf,
+                false,
+            ),
+            (
+                "application/json",
+                Some("application/x-msgpack"),
+                Msgpack,
+                false,
+            ),
+            (
+                "application/json",
+                Some("application/vnd.msgpack;q=0.5, application/json;q=0.4"),
+                Msgpack,
+                false,
+            ),
+            // q=0 excludes a type even when a wildcard would admit it.
+            (
+                "application/json",
+                Some("application/json;q=0, */*"),
+                Protobuf,
+                false,
+            ),
+            // Most specific match first: */*;q=1 does not lift json above its own q=0.1.
+            (
+                "application/json",
+                Some("application/json;q=0.1, */*;q=0.5"),
+                Protobuf,
+                false,
+            ),
+            // Ties: the request's own format wins, otherwise protobuf > msgpack > json.
+            (
+                "application/msgpack",
+                Some("application/json, application/msgpack"),
+                Msgpack,
+                false,
+            ),
+            (
+                "application/json",
+                Some("application/msgpack, application/x-protobuf"),
+                Protobuf,
+                false,
+            ),
+            (
+                "application/x-protobuf",
+                Some("application/json, application/msgpack"),
+                Msgpack,
+                false,
+            ),
+            // Nothing acceptable: JSON, flagged as a fallback.
+            ("application/x-protobuf", Some("text/html"), Json, true),
+            (
+                "application/x-protobuf",
+                Some("application/xml, text/*;q=0.9"),
+                Json,
+                true,
+            ),
+            ("application/json", Some("*/*;q=0"), Json, true),
+            ("application/msgpack", Some("garbage;;;"), Json, true),
+            (
+                "application/json",
+                Some("APPLICATION/X-PROTOBUF"),
+                Protobuf,
+                false,
+            ),
+            (
+                "application/json",
+                Some("application/json;q=1.0, application/x-protobuf;q=1.0"),
+                Json,
+                false,
+            ),
+            (
+                "application/json",
+                Some("application/x-protobuf;q=2"),
+                Json,
+                true,
+            ),
+        ];
+        for (ct, accept, want, fallback) in cases {
+            assert_eq!(
+                neg(ct, *accept, false),
+                Ok((*want, *fallback)),
+                "{ct} / {accept:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn strict_accept_answers_406() {
+        let e = neg("application/json", Some("text/html"), true).unwrap_err();
+        assert!(
+            e.contains("text/html") && e.contains("application/x-protobuf"),
+            "{e}"
+        );
+        assert_eq!(
+            neg("application/json", Some("application/json"), true),
+            Ok((Format::Json, false))
+        );
+    }
+}

@@ -1,0 +1,94 @@
+//! The accept loop: HTTP/1.1 and HTTP/2 cleartext (prior knowledge) on one port, with
+//! graceful shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+
+use crate::Edge;
+
+/// Serves `edge` on an already-bound listener until `shutdown` resolves; then stops
+/// accepting, lets in-flight requests finish within the configured grace period, and returns.
+pub async fn serve(listener: TcpListener, edge: Arc<Edge>, shutdown: impl Future<Output = ()>) {
+    let config = edge.config().clone();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout)
+        .max_buf_size(config.max_header_bytes.max(8192))
+        .keep_alive(true)
+        .pipeline_flush(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(config.max_header_bytes as u32)
+        .max_concurrent_streams(config.max_concurrent_streams)
+        .keep_alive_interval(Some(Duration::from_secs(30)));
+    let builder = Arc::new(builder);
+    let graceful = GracefulShutdown::new();
+
+    // The downgrade log's pending counts are reported even when traffic stops.
+    let flusher = {
+        let edge = edge.clone();
+        let every = (config.downgrade_log_interval / 2).max(Duration::from_secs(1));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                edge.downgrade_log().flush();
+            }
+        })
+    };
+
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let edge = edge.clone();
+        let service = service_fn(move |req| {
+            let edge = edge.clone();
+            async move { Ok::<_, std::convert::Infallible>(edge.handle(req).await) }
+        });
+        let conn = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!(
+        in_flight = graceful.count(),
+        "shutting down: no longer accepting connections"
+    );
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("all connections closed"),
+        () = tokio::time::sleep(config.shutdown_grace) => {
+            tracing::warn!(grace = ?config.shutdown_grace, "grace period over with requests still in flight; closing them");
+        }
+    }
+    flusher.abort();
+    edge.downgrade_log().flush();
+}
