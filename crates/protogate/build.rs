@@ -1,0 +1,15 @@
+//! Generates the demo shop service (v2 schema) with tonic, compiling the .proto in-process.
+
+use std::path::PathBuf;
+
+fn main() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto/demo");
+    println!("cargo:rerun-if-changed={}", root.display());
+    let fds = protox::compile(["shop.proto"], [root.join("v2")])
+        .expect("proto/demo/v2/shop.proto compiles");
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(fds)
+        .expect("generating the demo service");
+}

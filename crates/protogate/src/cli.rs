@@ -1,0 +1,131 @@
+//! The command line, per ../shared/contract.md.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "protogate",
+    version,
+    about = "A content-negotiating RPC gateway: JSON, MessagePack and Protobuf in front of gRPC"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve the gateway.
+    Serve(ServeArgs),
+    /// Run an embedded demo shop service with the gateway in front of it and print curl examples.
+    Demo(DemoArgs),
+    /// Convert one message between JSON, MessagePack and Protobuf (stdin to stdout).
+    Convert(ConvertArgs),
+}
+
+/// Where the schema comes from.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SchemaArgs {
+    /// A binary FileDescriptorSet (protoc -o / buf build output). Repeatable.
+    #[arg(long = "descriptor-set", value_name = "FILE")]
+    pub descriptor_sets: Vec<PathBuf>,
+    /// A .proto file compiled at start-up (no protoc needed). Repeatable.
+    #[arg(long = "proto", value_name = "FILE")]
+    pub protos: Vec<PathBuf>,
+    /// An include directory for --proto imports. Repeatable.
+    #[arg(short = 'I', long = "include", value_name = "DIR")]
+    pub includes: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct ServeArgs {
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Default upstream for every service, e.g. http://127.0.0.1:50051 (gRPC over h2c).
+    #[arg(long, value_name = "URL")]
+    pub upstream: Option<String>,
+    #[command(flatten)]
+    pub schema: SchemaArgs,
+    /// TOML file with the same settings plus per-service upstreams; flags override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Largest request body in bytes [default: 4194304].
+    #[arg(long, value_name = "N")]
+    pub max_body_bytes: Option<usize>,
+    /// Cap on the upstream deadline, e.g. 2s [default: 30s].
+    #[arg(long, value_name = "DURATION")]
+    pub upstream_timeout: Option<String>,
+    /// Answer 406 instead of falling back to JSON when Accept names nothing supported.
+    #[arg(long)]
+    pub strict_accept: bool,
+    /// Log format on stderr [default: text].
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// At most one downgrade log line per method, reason and client per interval; 0 logs every one [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub downgrade_log_interval: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DemoArgs {
+    /// Address the gateway listens on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Log format on stderr.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
+    /// Downgrade log interval; 0 logs every occurrence.
+    #[arg(long, value_name = "DURATION", default_value = "0")]
+    pub downgrade_log_interval: String,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ConvertArgs {
+    #[command(flatten)]
+    pub schema: SchemaArgs,
+    /// Full name of the message, e.g. bench.v1.Order.
+    #[arg(long, value_name = "NAME")]
+    pub message: String,
+    /// Format of stdin.
+    #[arg(long, value_enum)]
+    pub from: FormatArg,
+    /// Format of stdout.
+    #[arg(long, value_enum)]
+    pub to: FormatArg,
+    /// JSON output uses proto field names instead of lowerCamelCase json_name.
+    #[arg(long)]
+    pub proto_field_names: bool,
+    /// Print fields at their default value too.
+    #[arg(long)]
+    pub emit_defaults: bool,
+    /// Skip unknown JSON / MessagePack keys instead of failing (reported on stderr).
+    #[arg(long)]
+    pub ignore_unknown_fields: bool,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormatArg {
+    Json,
+    Msgpack,
+    Protobuf,
+}
+
+impl From<FormatArg> for transcode::Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Json => transcode::Format::Json,
+            FormatArg::Msgpack => transcode::Format::Msgpack,
+            FormatArg::Protobuf => transcode::Format::Protobuf,
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! Configuration: raw flags and TOML, resolved into the edge's settings before any port opens.
+//! Flags override the file; unknown keys in the file are errors.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::cli::{LogFormat, SchemaArgs, ServeArgs};
+
+/// A configuration that cannot be used; the process exits with code 64.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The TOML file: the serve flags' settings plus per-service upstreams.
+///
+/// ```toml
+/// listen = "127.0.0.1:8080"
+/// upstream = "http://127.0.0.1:50051"        # default for every service
+/// descriptor_sets = ["api.pb"]               # or:
+/// protos = ["shop/v1/shop.proto"]
+/// includes = ["proto"]
+/// max_body_bytes = 4194304
+/// max_response_bytes = 67108864
+/// upstream_timeout = "30s"
+/// strict_accept = false
+/// log_format = "text"                        # or "json"
+/// downgrade_log_interval = "60s"
+/// header_read_timeout = "10s"
+/// body_read_timeout = "30s"
+/// max_header_bytes = 65536
+///
+/// [services."demo.shop.v1.Shop"]
+/// upstream = "http://127.0.0.1:50052"
+/// ```
+/// Relative paths are relative to the file's directory.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub upstream: Option<String>,
+    #[serde(default)]
+    pub descriptor_sets: Vec<PathBuf>,
+    #[serde(default)]
+    pub protos: Vec<PathBuf>,
+    #[serde(default)]
+    pub includes: Vec<PathBuf>,
+    pub max_body_bytes: Option<usize>,
+    pub max_response_bytes: Option<usize>,
+    pub upstream_timeout: Option<String>,
+    pub strict_accept: Option<bool>,
+    pub log_format: Option<LogFormat>,
+    pub downgrade_log_interval: Option<String>,
+    pub header_read_timeout: Option<String>,
+    pub body_read_timeout: Option<String>,
+    pub max_header_bytes: Option<usize>,
+    #[serde(default)]
+    pub services: BTreeMap<String, ServiceConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    pub upstream: String,
+}
+
+/// Everything `serve` needs, validated.
+#[derive(Debug)]
+pub struct Resolved {
+    pub listen: SocketAddr,
+    pub default_upstream: Option<String>,
+    pub service_upstreams: Vec<(String, String)>,
+    pub schema: SchemaArgs,
+    pub log_format: LogFormat,
+    pub edge: edge::EdgeConfig,
+}
+
+impl FileConfig {
+    /// Parses TOML text; `base` is the file's directory, for relative paths.
+    pub fn parse(text: &str, base: &Path) -> Result<FileConfig, ConfigError> {
+        let mut c: FileConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        for p in c
+            .descriptor_sets
+            .iter_mut()
+            .chain(c.protos.iter_mut())
+            .chain(c.includes.iter_mut())
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// Resolves flags over the file into the edge's settings.
+pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigError> {
+    let listen_text = args
+        .listen
+        .or(file.listen)
+        .unwrap_or_else(|| "127.0.0.1:8080".to_owned());
+    let listen: SocketAddr = listen_text.parse().map_err(|e| {
+        ConfigError(format!(
+            "--listen {listen_text:?}: {e} (expected HOST:PORT with an IP address)"
+        ))
+    })?;
+    let default_upstream = args.upstream.or(file.upstream);
+    let service_upstreams: Vec<(String, String)> = file
+        .services
+        .into_iter()
+        .map(|(name, s)| (name, s.upstream))
+        .collect();
+    for uri in default_upstream
+        .iter()
+        .chain(service_upstreams.iter().map(|(_, u)| u))
+    {
+        check_upstream_uri(uri)?;
+    }
+    if default_upstream.is_none() && service_upstreams.is_empty() {
+        return Err(ConfigError(
+            "no upstream: pass --upstream URL or set upstream (or services.NAME.upstream) in the config file".into(),
+        ));
+    }
+    // Flags name the schema if they name any part of it; otherwise the file does.
+    let schema = if args.schema.descriptor_sets.is_empty() && args.schema.protos.is_empty() {
+        SchemaArgs {
+            descriptor_sets: file.descriptor_sets,
+            protos: file.protos,
+            includes: if args.schema.includes.is_empty() {
+                file.includes
+            } else {
+                args.schema.includes
+            },
+        }
+    } else {
+        args.schema
+    };
+    if schema.descriptor_sets.is_empty() && schema.protos.is_empty() {
+        return Err(ConfigError(
+            "no schema: pass --descriptor-set FILE or --proto FILE (with -I DIR)".into(),
+        ));
+    }
+    let defaults = edge::EdgeConfig::default();
+    let duration =
+        |flag: Option<String>, file: Option<String>, name: &str, default: Duration| match flag
+            .or(file)
+        {
+            Some(text) => {
+                parse_duration(&text).map_err(|e| ConfigError(format!("{name} {text:?}: {e}")))
+            }
+            None => Ok(default),
+        };
+    let upstream_timeout = duration(
+        args.upstream_timeout,
+        file.upstream_timeout,
+        "upstream_timeout",
+        defaults.upstream_timeout,
+    )?;
+    if upstream_timeout.is_zero() {
+        return Err(ConfigError(
+            "upstream_timeout must be greater than zero".into(),
+        ));
+    }
+    let edge = edge::EdgeConfig {
+        max_body_bytes: args
+            .max_body_bytes
+            .or(file.max_body_bytes)
+            .unwrap_or(defaults.max_body_bytes),
+        max_response_bytes: file
+            .max_response_bytes
+            .unwrap_or(defaults.max_response_bytes),
+        upstream_timeout,
+        strict_accept: args.strict_accept || file.strict_accept.unwrap_or(false),
+        downgrade_log_interval: duration(
+            args.downgrade_log_interval,
+            file.downgrade_log_interval,
+            "downgrade_log_interval",
+            defaults.downgrade_log_interval,
+        )?,
+        header_read_timeout: duration(
+            None,
+            file.header_read_timeout,
+            "header_read_timeout",
+            defaults.header_read_timeout,
+        )?,
+        body_read_timeout: duration(
+            None,
+            file.body_read_timeout,
+            "body_read_timeout",
+            defaults.body_read_timeout,
+        )?,
+        max_header_bytes: file.max_header_bytes.unwrap_or(defaults.max_header_bytes),
+        max_concurrent_streams: defaults.max_concurrent_streams,
+        shutdown_grace: upstream_timeout,
+    };
+    Ok(Resolved {
+        listen,
+        default_upstream,
+        service_upstreams,
+        schema,
+        log_format: args
+            .log_format
+            .or(file.log_format)
+            .unwrap_or(LogFormat::Text),
+        edge,
+    })
+}
+
+fn check_upstream_uri(uri: &str) -> Result<(), ConfigError> {
+    let parsed: http_uri::Uri = uri
+        .parse()
+        .map_err(|e| ConfigError(format!("upstream {uri:?}: {e}")))?;
+    match (parsed.scheme_str(), parsed.authority()) {
+        (Some("http"), Some(_)) => Ok(()),
+        (Some("https"), _) => Err(ConfigError(format!(
+            "upstream {uri:?}: TLS upstreams are not supported yet; use http:// (h2c)"
+        ))),
+        _ => Err(ConfigError(format!(
+            "upstream {uri:?}: expected http://HOST:PORT"
+        ))),
+    }
+}
+
+mod http_uri {
+    pub use tonic::codegen::http::Uri;
+}
+
+/// `500ms`, `2s`, `1.5s`, `5m`, `1h`; a bare number is seconds; `0` is zero.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (num, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| "expected a number followed by ms, s, m or h".to_owned())?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("unknown unit {unit:?}; use ms, s, m or h")),
+    };
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+        return Err("out of range".to_owned());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> ServeArgs {
+        use clap::Parser;
+        let mut full = vec!["protogate", "serve"];
+        full.extend_from_slice(list);
+        match crate::cli::Cli::parse_from(full).command {
+            crate::cli::Command::Serve(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("2 days").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let file = FileConfig::parse(
+            r#"
+                listen = "127.0.0.1:9000"
+                upstream = "http://127.0.0.1:1"
+                protos = ["a.proto"]
+                includes = ["proto"]
+                upstream_timeout = "5s"
+                strict_accept = true
+                [services."x.v1.S"]
+                upstream = "http://127.0.0.1:2"
+            "#,
+            Path::new("/etc/pg"),
+        )
+        .unwrap();
+        let r = resolve(
+            args(&["--listen", "127.0.0.1:0", "--upstream-timeout", "2s"]),
+            file,
+        )
+        .unwrap();
+        assert_eq!(r.listen.to_string(), "127.0.0.1:0");
+        assert_eq!(r.edge.upstream_timeout, Duration::from_secs(2));
+        assert!(r.edge.strict_accept);
+        assert_eq!(r.default_upstream.as_deref(), Some("http://127.0.0.1:1"));
+        assert_eq!(
+            r.service_upstreams,
+            vec![("x.v1.S".to_owned(), "http://127.0.0.1:2".to_owned())]
+        );
+        assert_eq!(r.schema.protos, vec![PathBuf::from("/etc/pg/a.proto")]);
+        assert_eq!(r.schema.includes, vec![PathBuf::from("/etc/pg/proto")]);
+        assert_eq!(r.edge.max_body_bytes, 4 * 1024 * 1024);
+    }
+
+    #[test]
+    fn bad_configs_are_named() {
+        let e = FileConfig::parse("listen = 1\nbogus = true", Path::new(".")).unwrap_err();
+        assert!(e.0.contains("listen") || e.0.contains("bogus"), "{e}");
+        let e = FileConfig::parse("bogus = true", Path::new(".")).unwrap_err();
+        assert!(e.0.contains("bogus"), "{e}");
+        let e = resolve(args(&["--descriptor-set", "x.pb"]), FileConfig::default()).unwrap_err();
+        assert!(e.0.contains("no upstream"), "{e}");
+        let e = resolve(args(&["--upstream", "http://h:1"]), FileConfig::default()).unwrap_err();
+        assert!(e.0.contains("no schema"), "{e}");
+        let e = resolve(
+            args(&["--upstream", "ftp://h:1", "--proto", "a.proto"]),
+            FileConfig::default(),
+        )
+        .unwrap_err();
+        assert!(e.0.contains("ftp://"), "{e}");
+        let e = resolve(
+            args(&[
+                "--upstream",
+                "http://h:1",
+                "--proto",
+                "a",
+                "--listen",
+                "nowhere",
+            ]),
+            FileConfig::default(),
+        )
+        .unwrap_err();
+        assert!(e.0.contains("--listen"), "{e}");
+        let e = resolve(
+            args(&[
+                "--upstream",
+                "http://h:1",
+                "--proto",
+                "a",
+                "--upstream-timeout",
+                "soon",
+            ]),
+            FileConfig::default(),
+        )
+        .unwrap_err();
+        assert!(e.0.contains("upstream_timeout"), "{e}");
+    }
+}

@@ -1,0 +1,46 @@
+//! The `protogate` binary's library: command line, configuration file, logging, signals, the
+//! demo and the convert tool. Everything that touches flags, the environment or files lives
+//! here; `edge` and `transcode` get plain values.
+//!
+//! # Layout
+//! - `cli`: the command line (clap).
+//! - [`config`]: the TOML file and its resolution with the flags into the edge's settings.
+//! - `schema_files`: reading descriptor sets and `.proto` files for `transcode`.
+//! - `run`: `protogate serve`.
+//! - [`demo`]: the embedded demo shop service and `protogate demo`.
+//! - `convert`: `protogate convert`.
+
+mod cli;
+pub mod config;
+mod convert;
+pub mod demo;
+mod logging;
+mod run;
+mod schema_files;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Exit code for a configuration or schema that cannot be used (EX_USAGE).
+const EXIT_CONFIG: u8 = 64;
+
+/// Runs the command line; returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let result = match cli.command {
+        cli::Command::Serve(args) => run::serve(args),
+        cli::Command::Demo(args) => demo::run(args),
+        cli::Command::Convert(args) => convert::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("protogate: {err:#}");
+            ExitCode::from(match err.downcast_ref::<config::ConfigError>() {
+                Some(_) => EXIT_CONFIG,
+                None => 1,
+            })
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! `protogate serve`: resolve the configuration, load the schema, bind, serve until a signal.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use crate::cli::ServeArgs;
+use crate::config::{self, ConfigError, FileConfig};
+use crate::{logging, schema_files};
+
+pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let file = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading config {}", path.display()))?;
+            let base = path.parent().unwrap_or(std::path::Path::new("."));
+            FileConfig::parse(&text, base)
+                .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?
+        }
+        None => FileConfig::default(),
+    };
+    let resolved = config::resolve(args, file)?;
+    logging::init(resolved.log_format);
+    // Validated before any port opens: a broken schema names its file and line.
+    let schema = schema_files::load(&resolved.schema)?;
+    runtime()?.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(resolved.listen)
+            .await
+            .with_context(|| format!("binding {}", resolved.listen))?;
+        let upstreams = edge::Upstreams::new(
+            resolved.default_upstream.as_deref(),
+            &resolved.service_upstreams,
+            resolved.edge.max_response_bytes,
+        )
+        .map_err(ConfigError)?;
+        let methods = schema.methods().count();
+        let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge).map_err(ConfigError)?);
+        let addr = listener.local_addr()?;
+        tracing::info!(%addr, methods, upstream = resolved.default_upstream.as_deref().unwrap_or("-"), "listening on http://{addr}");
+        edge::serve(listener, edge, shutdown_signal()).await;
+        Ok(())
+    })
+}
+
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::terminate(),
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the gateway");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => tracing::info!("SIGINT received"),
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
