@@ -189,7 +189,11 @@ impl Edge {
         .await
         .map_err(|e| fail(e, &head))?;
         let body = match formats.request {
-            Format::Protobuf => body,
+            Format::Protobuf => {
+                transcode::validate_protobuf(&method.input, &body, &self.transcode)
+                    .map_err(|e| fail(EdgeError::BadBody(e), &head))?;
+                body
+            }
             from => {
                 let mut out = Vec::with_capacity(body.len());
                 transcode::to_protobuf(&method.input, from, &body, &mut out, &self.transcode)
@@ -213,6 +217,16 @@ impl Edge {
             .observe(started.elapsed().as_secs_f64());
         let answer = match answer {
             Err(_) => return Err(fail(EdgeError::DeadlineExceeded, &head)),
+            // The upstream enforces the grpc-timeout we sent and may answer first, as
+            // CANCELLED (tonic) or DEADLINE_EXCEEDED: either way our deadline has passed.
+            Ok(Err(status))
+                if matches!(
+                    status.code(),
+                    tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
+                ) && started.elapsed() >= timeout.mul_f64(0.9) =>
+            {
+                return Err(fail(EdgeError::DeadlineExceeded, &head));
+            }
             Ok(Err(status)) => {
                 let mut extra = Request::new(());
                 *extra.headers_mut() = metadata_headers(status.metadata().clone().into_headers());

@@ -21,7 +21,7 @@ pub(crate) struct Renderer<'a> {
 
 /// A decoded scalar, borrowing strings and bytes from the input.
 #[derive(Debug, Clone, Copy)]
-enum Val<'b> {
+pub(crate) enum Val<'b> {
     I32(i32),
     I64(i64),
     U32(u32),
@@ -505,11 +505,11 @@ fn clear_oneof_siblings(fields: &mut Scanned<'_>, field: &FieldDescriptor) {
     }
 }
 
-fn is_packable(kind: &Kind) -> bool {
+pub(crate) fn is_packable(kind: &Kind) -> bool {
     !matches!(kind, Kind::String | Kind::Bytes | Kind::Message(_))
 }
 
-fn packable_wire_type(kind: &Kind) -> u8 {
+pub(crate) fn packable_wire_type(kind: &Kind) -> u8 {
     match kind {
         Kind::Double | Kind::Fixed64 | Kind::Sfixed64 => wire::I64,
         Kind::Float | Kind::Fixed32 | Kind::Sfixed32 => wire::I32,
@@ -518,7 +518,11 @@ fn packable_wire_type(kind: &Kind) -> u8 {
 }
 
 /// Reads one scalar of `kind`; `None` (nothing consumed) when the wire type does not fit.
-fn read_val<'b>(kind: &Kind, wt: u8, r: &mut Reader<'b>) -> Result<Option<Val<'b>>, Error> {
+pub(crate) fn read_val<'b>(
+    kind: &Kind,
+    wt: u8,
+    r: &mut Reader<'b>,
+) -> Result<Option<Val<'b>>, Error> {
     let expected = match kind {
         Kind::String | Kind::Bytes => wire::LEN,
         k => packable_wire_type(k),

@@ -39,6 +39,7 @@ mod encode;
 mod json;
 mod msgpack;
 mod tree;
+mod validate;
 mod wire;
 mod wkt;
 
@@ -124,6 +125,17 @@ impl Findings {
     pub fn dropped_data(&self) -> bool {
         !self.unknown_fields.is_empty() || !self.unresolved_any.is_empty()
     }
+}
+
+/// Checks that `input` is well-formed protobuf wire data for message `desc` (tags, wire
+/// types, lengths, UTF-8 of string fields, nesting within [`Options::max_depth`]) without
+/// decoding it. Unknown fields are fine: they are skipped, not judged.
+pub fn validate_protobuf(
+    desc: &MessageDescriptor,
+    input: &[u8],
+    opts: &Options,
+) -> Result<(), Error> {
+    validate::message(desc, input, 0, opts.max_depth, opts.max_depth)
 }
 
 /// Encodes a google.rpc.Status without details, for errors the gateway makes itself.

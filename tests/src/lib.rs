@@ -1,0 +1,482 @@
+//! Support for the integration tests: a real tonic backend built from the v2 test schema, the
+//! real gateway given the v1 schema, both on 127.0.0.1:0, an HTTP client, and captured logs.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use prost::Message as _;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tonic::body::Body as TonicBody;
+
+/// The generated v2 test service.
+pub mod pb {
+    tonic::include_proto!("protogate.test.svc");
+}
+
+use pb::test_service_server::{TestService, TestServiceServer};
+use pb::{FailRequest, SlowRequest, Thing};
+
+// === the backend ===
+
+/// The v2 backend: a generated tonic service plus a raw-bytes RawEcho.
+#[derive(Clone, Default)]
+pub struct Backend;
+
+#[tonic::async_trait]
+impl TestService for Backend {
+    async fn echo(
+        &self,
+        request: tonic::Request<Thing>,
+    ) -> Result<tonic::Response<Thing>, tonic::Status> {
+        Ok(tonic::Response::new(request.into_inner()))
+    }
+
+    async fn raw_echo(
+        &self,
+        _: tonic::Request<Thing>,
+    ) -> Result<tonic::Response<Thing>, tonic::Status> {
+        Err(tonic::Status::internal(
+            "RawEcho is served by the raw handler",
+        ))
+    }
+
+    async fn fail(
+        &self,
+        request: tonic::Request<FailRequest>,
+    ) -> Result<tonic::Response<Thing>, tonic::Status> {
+        let req = request.into_inner();
+        let code = tonic::Code::from_i32(req.code);
+        let mut details = Vec::new();
+        if !req.bad_field.is_empty() {
+            details.push(any("google.rpc.BadRequest", bad_request(&req.bad_field)));
+        }
+        if req.unknown_detail {
+            // A type the gateway's schema lacks: field 1 = "secret".
+            details.push(any(
+                "acme.internal.v9.Secret",
+                vec![0x0a, 6, b's', b'e', b'c', b'r', b'e', b't'],
+            ));
+        }
+        let mut status = if details.is_empty() {
+            tonic::Status::new(code, req.message)
+        } else {
+            let body = rpc_status(req.code, &req.message, details);
+            tonic::Status::with_details(code, req.message, body.into())
+        };
+        status
+            .metadata_mut()
+            .insert("x-failure-id", "f-17".parse().expect("ascii"));
+        Err(status)
+    }
+
+    async fn slow(
+        &self,
+        request: tonic::Request<SlowRequest>,
+    ) -> Result<tonic::Response<Thing>, tonic::Status> {
+        let timeout = request
+            .metadata()
+            .get("grpc-timeout")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let delay = request.into_inner().delay.unwrap_or_default();
+        let delay = Duration::new(delay.seconds.max(0) as u64, delay.nanos.max(0) as u32);
+        tokio::time::sleep(delay).await;
+        Ok(tonic::Response::new(Thing {
+            name: timeout,
+            ..Default::default()
+        }))
+    }
+
+    async fn metadata(
+        &self,
+        request: tonic::Request<Thing>,
+    ) -> Result<tonic::Response<Thing>, tonic::Status> {
+        let mut thing = Thing::default();
+        let mut response_md = tonic::metadata::MetadataMap::new();
+        for kv in request.metadata().iter() {
+            if let tonic::metadata::KeyAndValueRef::Ascii(k, v) = kv {
+                thing
+                    .counts
+                    .insert(format!("{}={}", k.as_str(), v.to_str().unwrap_or("?")), 1);
+            }
+        }
+        response_md.insert("x-served-by", "backend-v2".parse().expect("ascii"));
+        let mut response = tonic::Response::new(thing);
+        *response.metadata_mut() = response_md;
+        Ok(response)
+    }
+
+    type WatchStream = Pin<
+        Box<dyn tonic::codegen::tokio_stream::Stream<Item = Result<Thing, tonic::Status>> + Send>,
+    >;
+
+    async fn watch(
+        &self,
+        request: tonic::Request<Thing>,
+    ) -> Result<tonic::Response<Self::WatchStream>, tonic::Status> {
+        let t = request.into_inner();
+        Ok(tonic::Response::new(Box::pin(
+            tonic::codegen::tokio_stream::iter(vec![Ok(t.clone()), Ok(t)]),
+        )))
+    }
+}
+
+fn any(type_name: &str, value: Vec<u8>) -> prost_types::Any {
+    prost_types::Any {
+        type_url: format!("type.googleapis.com/{type_name}"),
+        value,
+    }
+}
+
+/// google.rpc.BadRequest with one field violation.
+fn bad_request(field: &str) -> Vec<u8> {
+    let mut violation = Vec::new();
+    prost::encoding::string::encode(1, &field.to_owned(), &mut violation);
+    prost::encoding::string::encode(2, &"is not acceptable".to_owned(), &mut violation);
+    let mut out = Vec::new();
+    prost::encoding::bytes::encode(1, &violation, &mut out);
+    out
+}
+
+fn rpc_status(code: i32, message: &str, details: Vec<prost_types::Any>) -> Vec<u8> {
+    let mut out = Vec::new();
+    prost::encoding::int32::encode(1, &code, &mut out);
+    prost::encoding::string::encode(2, &message.to_owned(), &mut out);
+    for d in details {
+        prost::encoding::message::encode(3, &d, &mut out);
+    }
+    out
+}
+
+/// Routes RawEcho to a handler that returns the request bytes untouched, everything else to
+/// the generated service.
+#[derive(Clone)]
+struct Dispatch {
+    generated: TestServiceServer<Backend>,
+}
+
+struct RawEcho;
+
+impl tonic::server::UnaryService<Bytes> for RawEcho {
+    type Response = Bytes;
+    type Future = std::future::Ready<Result<tonic::Response<Bytes>, tonic::Status>>;
+
+    fn call(&mut self, request: tonic::Request<Bytes>) -> Self::Future {
+        std::future::ready(Ok(tonic::Response::new(request.into_inner())))
+    }
+}
+
+impl tower::Service<Request<TonicBody>> for Dispatch {
+    type Response = Response<TonicBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<TonicBody>) -> Self::Future {
+        if req.uri().path() == "/protogate.test.svc.TestService/RawEcho" {
+            return Box::pin(async move {
+                let mut grpc = tonic::server::Grpc::new(edge::BytesCodec);
+                Ok(grpc.unary(RawEcho, req).await)
+            });
+        }
+        let mut generated = self.generated.clone();
+        Box::pin(async move { tower::Service::call(&mut generated, req).await })
+    }
+}
+
+impl tonic::server::NamedService for Dispatch {
+    const NAME: &'static str = "protogate.test.svc.TestService";
+}
+
+/// A running server; dropping it stops the server.
+pub struct Running {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops the server and waits for it to finish.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Starts the v2 backend on 127.0.0.1:0.
+pub async fn start_backend() -> Running {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind backend");
+    start_backend_on(listener)
+}
+
+/// Starts the v2 backend on a given listener (to bring a backend up on a known port).
+pub fn start_backend_on(listener: TcpListener) -> Running {
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    let dispatch = Dispatch {
+        generated: TestServiceServer::new(Backend),
+    };
+    let task = tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .serve_with_incoming_shutdown(dispatch, incoming, async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    Running {
+        addr,
+        stop: Some(stop),
+        task: Some(task),
+    }
+}
+
+// === the gateway ===
+
+/// The gateway's schema: proto/test/svc/v1/testsvc.proto.
+pub fn v1_schema() -> transcode::Schema {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto/test/svc/v1");
+    transcode::Schema::compile(&["testsvc.proto".to_owned()], move |name| {
+        std::fs::read_to_string(format!("{dir}/{name}")).ok()
+    })
+    .expect("v1 schema compiles")
+}
+
+/// Starts the real gateway in-process on 127.0.0.1:0 in front of `upstream`.
+pub async fn start_gateway(upstream: &str, config: edge::EdgeConfig) -> (Running, Arc<edge::Edge>) {
+    init_logs();
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind gateway");
+    let addr = listener.local_addr().expect("addr");
+    let upstreams =
+        edge::Upstreams::new(Some(upstream), &[], config.max_response_bytes).expect("upstream URI");
+    let gateway = Arc::new(edge::Edge::new(v1_schema(), upstreams, config).expect("edge"));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let g = gateway.clone();
+    let task = tokio::spawn(async move {
+        edge::serve(listener, g, async {
+            let _ = stopped.await;
+        })
+        .await;
+    });
+    (
+        Running {
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        },
+        gateway,
+    )
+}
+
+// === the client ===
+
+/// An HTTP answer.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// An HTTP client: HTTP/1.1 keep-alive, or HTTP/2 with prior knowledge.
+#[derive(Clone)]
+pub struct Http {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Http {
+    pub fn h1() -> Http {
+        Http {
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+
+    pub fn h2() -> Http {
+        Http {
+            client: Client::builder(TokioExecutor::new())
+                .http2_only(true)
+                .build_http(),
+        }
+    }
+
+    pub async fn send(&self, req: Request<Full<Bytes>>) -> Answer {
+        let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(req))
+            .await
+            .expect("answer within 30 s")
+            .expect("request sent");
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.expect("body").to_bytes();
+        Answer {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        }
+    }
+
+    /// POSTs `body` to `path` with the given Content-Type and extra headers.
+    pub async fn post(
+        &self,
+        addr: SocketAddr,
+        path: &str,
+        content_type: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Answer {
+        let mut req =
+            Request::post(format!("http://{addr}{path}")).header("content-type", content_type);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        self.send(req.body(Full::new(body.into())).expect("request"))
+            .await
+    }
+
+    pub async fn get(&self, addr: SocketAddr, path: &str) -> Answer {
+        self.send(
+            Request::get(format!("http://{addr}{path}"))
+                .body(Full::new(Bytes::new()))
+                .expect("request"),
+        )
+        .await
+    }
+}
+
+// === formats ===
+
+/// Converts between formats with the gateway's (v1) schema.
+pub fn convert(
+    message: &str,
+    from: transcode::Format,
+    to: transcode::Format,
+    input: &[u8],
+) -> Vec<u8> {
+    let schema = v1_schema();
+    let desc = schema
+        .message(message)
+        .unwrap_or_else(|| panic!("no message {message}"));
+    let mut out = Vec::new();
+    transcode::convert(
+        &desc,
+        from,
+        to,
+        input,
+        &mut out,
+        &transcode::Options::default(),
+    )
+    .unwrap_or_else(|e| panic!("converting {message}: {e}"));
+    out
+}
+
+/// Encodes a v2 message.
+pub fn encode<M: prost::Message>(m: &M) -> Vec<u8> {
+    m.encode_to_vec()
+}
+
+/// Decodes a v2 Thing.
+pub fn decode_thing(bytes: &[u8]) -> Thing {
+    Thing::decode(bytes).expect("a Thing")
+}
+
+// === logs ===
+
+/// Everything logged by the gateway in this test process.
+static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut v) = self.0.lock() {
+            v.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn init_logs() {
+    let buf = LOGS
+        .get_or_init(|| Arc::new(Mutex::new(Vec::new())))
+        .clone();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "protogate=debug,edge=debug,info",
+        ))
+        .with_ansi(false)
+        .with_writer(move || LogWriter(buf.clone()))
+        .try_init();
+}
+
+/// The log lines captured so far that contain `needle`.
+pub fn log_lines(needle: &str) -> Vec<String> {
+    let Some(buf) = LOGS.get() else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&buf.lock().expect("logs").clone()).into_owned();
+    text.lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A port on 127.0.0.1 with nothing listening (bound, then released).
+pub async fn free_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    l.local_addr().expect("addr")
+}
+
+/// The value of a metric sample line `name{labels} value` in the /metrics text, 0 if absent.
+pub fn metric(text: &str, name_and_labels: &str) -> f64 {
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(name_and_labels)
+                .and_then(|rest| rest.trim().parse().ok())
+        })
+        .unwrap_or(0.0)
+}
