@@ -1,0 +1,39 @@
+# protogate — the commands a newcomer needs. `make demo` runs the gateway on an embedded demo;
+# `make test` runs every test (it sets up the Python reference oracle itself).
+
+CARGO ?= cargo
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+ORACLE_REQ := tests/oracle/requirements.txt
+
+.PHONY: demo test build lint bench oracle-env clean
+
+demo:
+	$(CARGO) run --release -p protogate -- demo
+
+build:
+	$(CARGO) build --release -p protogate
+
+# The Python `protobuf` package (json_format) is the reference the transcoder is tested against.
+$(VENV)/.installed: $(ORACLE_REQ)
+	python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r $(ORACLE_REQ)
+	touch $@
+
+oracle-env: $(VENV)/.installed
+
+test: oracle-env
+	PROTOGATE_ORACLE_PYTHON=$(abspath $(PYTHON)) $(CARGO) test --workspace
+	$(CARGO) build -p protogate
+	tests/demo.sh target/debug/protogate
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+bench:
+	$(CARGO) bench -p protogate-transcode --bench transcode
+
+clean:
+	$(CARGO) clean
+	rm -rf $(VENV)
