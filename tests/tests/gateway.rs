@@ -171,7 +171,7 @@ async fn protobuf_passes_through_byte_for_byte_both_ways() {
     let mut bytes = encode(&v2);
     // Fields unknown even to v2, out of order, and a repeated field split around them: only a
     // byte-for-byte path returns these exact bytes.
-    bytes.extend_from_slice(&[0xf8, 0x3e, 0x2a]); // field 999 varint 42
+    bytes.extend_from_slice(&[0xf8, 0x3e, 0x2a]); // field 1007, varint 42
     bytes.extend_from_slice(&[0x08, 0x07]); // id again
     bytes.extend_from_slice(&[0x2a, 0x02, 0x08, 0x03]); // parts: {id: 3}
     for client in [Http::h1(), Http::h2()] {
