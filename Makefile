@@ -31,7 +31,9 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# Workload bodies come from the shared generator (../shared/peers/tools/workload.py).
 bench:
+	python3 bench/gen_bodies.py target/bench-bodies
 	$(CARGO) bench -p protogate-transcode --bench transcode
 
 clean:

@@ -147,11 +147,11 @@ impl<'a> Encoder<'a> {
                         put_varint(out, *b as u64);
                     }
                     In::Str(s) => put_len_prefixed(out, 3, s.as_bytes()),
-                    In::I64(_) | In::U64(_) | In::F64(_) => {
+                    In::I64(_) | In::U64(_) | In::F64(_) | In::BigInt(_) => {
                         let n = match v {
                             In::I64(i) => *i as f64,
                             In::U64(u) => *u as f64,
-                            In::F64(f) => *f,
+                            In::F64(f) | In::BigInt(f) => *f,
                             _ => unreachable!(),
                         };
                         put_tag(out, 2, wire::I64);
@@ -431,7 +431,7 @@ impl<'a> Encoder<'a> {
                         ));
                     }
                 }
-                In::I64(_) | In::U64(_) | In::F64(_) => {
+                In::I64(_) | In::U64(_) | In::F64(_) | In::BigInt(_) => {
                     Scalar::I32(enum_number(&integer_value(v)?, v)?)
                 }
                 other => return Err(Error::wrong_type("enum name or number", other.type_name())),
@@ -650,6 +650,7 @@ fn number_text(v: &In) -> String {
         In::I64(i) => i.to_string(),
         In::U64(u) => u.to_string(),
         In::F64(f) => f.to_string(),
+        In::BigInt(_) => "an integer beyond the 64-bit range".to_owned(),
         In::Str(s) => quoted(s),
         other => other.type_name().to_owned(),
     }
@@ -703,7 +704,7 @@ fn looks_like_integer(s: &str) -> bool {
 
 fn float_value(v: &In) -> Result<f64, Error> {
     match v {
-        In::F64(f) => Ok(*f),
+        In::F64(f) | In::BigInt(f) => Ok(*f),
         In::I64(i) => Ok(*i as f64),
         In::U64(u) => Ok(*u as f64),
         In::Str(s) => match s.as_str() {
@@ -733,6 +734,10 @@ fn integer_value(v: &In) -> Result<i128, Error> {
         In::I64(i) => Ok(*i as i128),
         In::U64(u) => Ok(*u as i128),
         In::F64(f) => float_to_integer(*f).ok_or_else(|| Error::invalid("integer", f.to_string())),
+        In::BigInt(_) => Err(Error::invalid(
+            "integer in the 64-bit range",
+            number_text(v),
+        )),
         In::Str(s) => {
             if looks_like_integer(s) {
                 if s.trim_start_matches('-').len() > 30 {

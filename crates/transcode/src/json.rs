@@ -1,8 +1,11 @@
 //! JSON text: parsing into the input tree and writing a rendered tree.
 //!
-//! Output is compact UTF-8 JSON. Floats print in their shortest round-trip form (float fields
-//! at float32 precision); non-finite values as the strings "NaN", "Infinity", "-Infinity";
+//! Output is compact UTF-8 JSON. Doubles print in their shortest round-trip form, float fields
+//! as json_format prints them (shortest float32 round trip, at least 6 significant digits; see
+//! `float32_text`); non-finite values as the strings "NaN", "Infinity", "-Infinity";
 //! 64-bit integers as decimal strings; bytes as standard base64 with padding.
+
+use std::cell::Cell;
 
 use base64::Engine as _;
 use serde::de::DeserializeSeed;
@@ -17,13 +20,81 @@ pub(crate) fn parse(input: &[u8], max_containers: usize) -> Result<In, Error> {
     // InSeed bounds the depth itself; serde_json's fixed limit of 128 would be stricter than
     // the reference for arrays of messages.
     de.disable_recursion_limit();
-    let v = InSeed {
+    let big_doubles = Cell::new(false);
+    let mut v = InSeed {
         depth_left: max_containers,
+        big_doubles: &big_doubles,
     }
     .deserialize(&mut de)
     .and_then(|v| de.end().map(|_| v))
     .map_err(|e| json_error(input, &e))?;
+    if big_doubles.get() {
+        let mut literals = integer_literals(input).into_iter();
+        mark_big_integers(&mut v, &mut literals);
+    }
     Ok(v)
+}
+
+/// For each number in the (well-formed) JSON text, in order: whether it is an integer literal
+/// (no fraction, no exponent).
+fn integer_literals(input: &[u8]) -> Vec<bool> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(&b) = input.get(i) {
+        match b {
+            b'"' => {
+                i += 1;
+                while let Some(&c) = input.get(i) {
+                    i += if c == b'\\' { 2 } else { 1 };
+                    if c == b'"' {
+                        break;
+                    }
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while input
+                    .get(i)
+                    .is_some_and(|c| matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                {
+                    i += 1;
+                }
+                out.push(
+                    !input[start..i]
+                        .iter()
+                        .any(|c| matches!(c, b'.' | b'e' | b'E')),
+                );
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// Turns the doubles that were integer literals into [`In::BigInt`]: serde_json reads integer
+/// literals as I64/U64 when they fit, so those are the ones beyond the 64-bit range. Numbers
+/// appear in the tree in the order of the text (JSON object keys are strings).
+fn mark_big_integers(v: &mut In, literals: &mut impl Iterator<Item = bool>) {
+    match v {
+        In::I64(_) | In::U64(_) | In::BigInt(_) => {
+            literals.next();
+        }
+        In::F64(f) => {
+            if literals.next() == Some(true) {
+                *v = In::BigInt(*f);
+            }
+        }
+        In::List(items) => items
+            .iter_mut()
+            .for_each(|item| mark_big_integers(item, literals)),
+        In::Map(entries) => {
+            for (k, item) in entries {
+                mark_big_integers(k, literals);
+                mark_big_integers(item, literals);
+            }
+        }
+        In::Null | In::Bool(_) | In::Str(_) | In::Bytes(_) => {}
+    }
 }
 
 fn json_error(input: &[u8], e: &serde_json::Error) -> Error {
@@ -74,9 +145,7 @@ pub(crate) fn write(v: &Out, out: &mut Vec<u8>) {
             out.extend_from_slice(itoa::Buffer::new().format(*x).as_bytes());
             out.push(b'"');
         }
-        Out::F32(x) => write_float(out, *x as f64, || {
-            ryu::Buffer::new().format_finite(*x).to_owned()
-        }),
+        Out::F32(x) => write_float(out, *x as f64, || float32_text(*x)),
         Out::F64(x) => write_float(out, *x, || ryu::Buffer::new().format_finite(*x).to_owned()),
         Out::Str(s) => write_str(out, s),
         Out::Bytes(b) => {
@@ -127,6 +196,31 @@ fn write_float(out: &mut Vec<u8>, x: f64, finite: impl FnOnce() -> String) {
     }
 }
 
+/// A float field's value as json_format prints it (`type_checkers.ToShortestFloat`): the
+/// correctly rounded decimal with the fewest significant digits, but at least 6, that reads
+/// back (as a double, then rounded to float32) as the same float32.
+///
+/// For normal values that are not a power of two this is exactly the shortest round-trip form
+/// (ryu): their rounding interval is symmetric and a float32 ULP is far below 6 digits'
+/// spacing. Subnormals (`1.4013e-45`, not `1e-45`) and powers of two (asymmetric interval:
+/// `1.26217745e-29`, not `1.2621775e-29`) take the digit-by-digit search.
+fn float32_text(x: f32) -> String {
+    if x.is_normal() && x.to_bits() & 0x007f_ffff != 0 {
+        return ryu::Buffer::new().format_finite(x).to_owned();
+    }
+    let mut precision = 5;
+    loop {
+        let v: f64 = format!("{x:.precision$e}")
+            .parse()
+            .expect("Rust's exponent format parses");
+        // Terminates: 17 significant digits give back any double exactly.
+        if v as f32 == x {
+            return ryu::Buffer::new().format_finite(v).to_owned();
+        }
+        precision += 1;
+    }
+}
+
 /// A JSON string literal: `"` and `\` escaped, control characters as `\n`-style or `\u00XX`.
 pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -162,4 +256,41 @@ pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_literals_beyond_64_bits_are_marked() {
+        let v = parse(
+            br#"{"a": [-9223372036854775809, -9223372036854775808.0, "-1e99 \"9", 18446744073709551616], "b": 2e19, "c": -9.3e18}"#,
+            8,
+        )
+        .unwrap();
+        let In::Map(entries) = v else { panic!() };
+        let [(_, In::List(a)), (_, b), (_, c)] = entries.as_slice() else {
+            panic!("{entries:?}")
+        };
+        assert_eq!(a[0], In::BigInt(-9223372036854775808.0));
+        assert_eq!(a[1], In::F64(-9223372036854775808.0));
+        assert_eq!(a[3], In::BigInt(18446744073709551616.0));
+        assert_eq!(*b, In::F64(2e19));
+        assert_eq!(*c, In::F64(-9.3e18));
+    }
+
+    #[test]
+    fn float32_text_follows_json_format() {
+        assert_eq!(float32_text(0.1), "0.1");
+        assert_eq!(float32_text(-1.5), "-1.5");
+        assert_eq!(float32_text(0.0), "0.0");
+        assert_eq!(float32_text(-0.0), "-0.0");
+        assert_eq!(float32_text(16777216.0), "16777216.0");
+        assert_eq!(float32_text(f32::MAX), "3.4028235e38");
+        assert_eq!(float32_text(f32::from_bits(1)), "1.4013e-45");
+        assert_eq!(float32_text(-f32::from_bits(1)), "-1.4013e-45");
+        assert_eq!(float32_text(f32::MIN_POSITIVE), "1.1754944e-38");
+        assert_eq!(float32_text(2f32.powi(-96)), "1.26217745e-29");
+    }
 }

@@ -12,6 +12,8 @@
 //! - map keys are strings on output, as in JSON; on input a map field also accepts native
 //!   integer or boolean keys.
 
+use std::cell::Cell;
+
 use serde::de::DeserializeSeed;
 
 use crate::Error;
@@ -23,6 +25,7 @@ pub(crate) fn parse(input: &[u8], max_containers: usize) -> Result<In, Error> {
     let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(input));
     let r = InSeed {
         depth_left: max_containers,
+        big_doubles: &Cell::new(false),
     }
     .deserialize(&mut de);
     let offset = de.position() as usize;

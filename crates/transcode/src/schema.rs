@@ -186,8 +186,14 @@ impl Schema {
 
 /// `google/rpc/*.proto`, bundled: error bodies are google.rpc.Status.
 const GOOGLE_RPC: &[(&str, &str)] = &[
-    ("google/rpc/status.proto", include_str!("../proto/google/rpc/status.proto")),
-    ("google/rpc/error_details.proto", include_str!("../proto/google/rpc/error_details.proto")),
+    (
+        "google/rpc/status.proto",
+        include_str!("../proto/google/rpc/status.proto"),
+    ),
+    (
+        "google/rpc/error_details.proto",
+        include_str!("../proto/google/rpc/error_details.proto"),
+    ),
 ];
 
 fn add_google_rpc(pool: &mut DescriptorPool) {
@@ -200,7 +206,9 @@ fn add_google_rpc(pool: &mut DescriptorPool) {
         chain.add(protox::file::GoogleFileResolver::new());
         let mut compiler = protox::Compiler::with_file_resolver(chain);
         compiler.include_imports(true);
-        let Ok(compiler) = compiler.open_file(name) else { continue };
+        let Ok(compiler) = compiler.open_file(name) else {
+            continue;
+        };
         for file in compiler.file_descriptor_set().file {
             if pool.get_file_by_name(file.name()).is_none() {
                 // A user file that defines the same messages under another name wins: on a

@@ -2,6 +2,7 @@
 //! protobuf renders into [`Out`]. Obviously correct rather than fast; the direct transcoder is
 //! checked against it.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -15,6 +16,10 @@ pub(crate) enum In {
     I64(i64),
     U64(u64),
     F64(f64),
+    /// A JSON integer literal beyond the 64-bit range, as the nearest double: a number for
+    /// floating-point fields, out of range for every integer field. (serde_json reads such
+    /// literals as doubles, and -9223372036854775809 would pass for -2^63.)
+    BigInt(f64),
     Str(String),
     Bytes(Vec<u8>),
     List(Vec<In>),
@@ -27,7 +32,7 @@ impl In {
         match self {
             In::Null => "null",
             In::Bool(_) => "boolean",
-            In::I64(_) | In::U64(_) => "integer",
+            In::I64(_) | In::U64(_) | In::BigInt(_) => "integer",
             In::F64(_) => "number",
             In::Str(_) => "string",
             In::Bytes(_) => "binary",
@@ -59,11 +64,15 @@ pub(crate) enum Out {
 
 /// Builds an [`In`] from any self-describing serde deserializer (serde_json, rmp-serde),
 /// rejecting duplicate keys and bounding nesting.
-pub(crate) struct InSeed {
+pub(crate) struct InSeed<'a> {
     pub(crate) depth_left: usize,
+    /// Set when a double with an integral value of magnitude 2^63 or more was read: with
+    /// serde_json it may have been an integer literal beyond the 64-bit range (see
+    /// [`In::BigInt`]).
+    pub(crate) big_doubles: &'a Cell<bool>,
 }
 
-impl<'de> DeserializeSeed<'de> for InSeed {
+impl<'de> DeserializeSeed<'de> for InSeed<'_> {
     type Value = In;
 
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<In, D::Error> {
@@ -71,7 +80,7 @@ impl<'de> DeserializeSeed<'de> for InSeed {
     }
 }
 
-impl<'de> Visitor<'de> for InSeed {
+impl<'de> Visitor<'de> for InSeed<'_> {
     type Value = In;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -104,6 +113,9 @@ impl<'de> Visitor<'de> for InSeed {
         Ok(In::F64(v as f64))
     }
     fn visit_f64<E>(self, v: f64) -> Result<In, E> {
+        if v.abs() >= 9_223_372_036_854_775_808.0 && v.fract() == 0.0 {
+            self.big_doubles.set(true);
+        }
         Ok(In::F64(v))
     }
     fn visit_str<E>(self, v: &str) -> Result<In, E> {
@@ -122,7 +134,7 @@ impl<'de> Visitor<'de> for InSeed {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<In, A::Error> {
         let child = self.child::<A::Error>()?;
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-        while let Some(v) = seq.next_element_seed(InSeed { depth_left: child })? {
+        while let Some(v) = seq.next_element_seed(self.seed(child))? {
             items.push(v);
         }
         Ok(In::List(items))
@@ -133,7 +145,7 @@ impl<'de> Visitor<'de> for InSeed {
         let mut entries: Vec<(In, In)> = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
         // Duplicate keys are rejected, as json_format does; a set once the object grows.
         let mut seen: Option<HashSet<KeyRepr>> = None;
-        while let Some(k) = map.next_key_seed(InSeed { depth_left: child })? {
+        while let Some(k) = map.next_key_seed(self.seed(child))? {
             let repr = KeyRepr::of(&k);
             let dup = match &mut seen {
                 Some(set) => !set.insert(repr),
@@ -154,14 +166,21 @@ impl<'de> Visitor<'de> for InSeed {
                     DisplayKey(&k)
                 )));
             }
-            let v = map.next_value_seed(InSeed { depth_left: child })?;
+            let v = map.next_value_seed(self.seed(child))?;
             entries.push((k, v));
         }
         Ok(In::Map(entries))
     }
 }
 
-impl InSeed {
+impl<'a> InSeed<'a> {
+    fn seed(&self, depth_left: usize) -> InSeed<'a> {
+        InSeed {
+            depth_left,
+            big_doubles: self.big_doubles,
+        }
+    }
+
     fn child<E: de::Error>(&self) -> Result<usize, E> {
         self.depth_left
             .checked_sub(1)

@@ -1,0 +1,106 @@
+//! Transcoder throughput on the shared workloads, each direction beside the floor measured in
+//! the same run: serde_json parsing the same JSON into `IgnoredAny` (no transcoder can parse
+//! JSON faster than a parser that keeps nothing).
+//!
+//! Run with `make bench` (it writes the workload bodies first). MB/s: JSON directions count the
+//! JSON bytes (read or written), MessagePack directions the MessagePack bytes.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use transcode::{Format, Options, Schema};
+
+const WORKLOADS: &[(&str, &str)] = &[
+    ("Order", "bench.v1.Order"),
+    ("RecordList_1000", "bench.v1.RecordList"),
+    ("RecordList_10000", "bench.v1.RecordList"),
+    ("LogBatch_1000", "bench.v1.LogBatch"),
+    ("LogBatch_50000", "bench.v1.LogBatch"),
+];
+
+fn bodies_dir() -> PathBuf {
+    std::env::var_os("PROTOGATE_BENCH_BODIES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../target/bench-bodies"
+            ))
+        })
+}
+
+fn bench(c: &mut Criterion) {
+    let proto_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/bench");
+    let schema = Schema::compile(&["bench.proto".to_owned()], move |n| {
+        std::fs::read_to_string(format!("{proto_dir}/{n}")).ok()
+    })
+    .expect("bench.proto");
+    let opts = Options::default();
+    for (name, message) in WORKLOADS {
+        let path = bodies_dir().join(format!("{name}.json"));
+        let json = std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (run `make bench`)", path.display()));
+        let desc = schema.message(message).expect("message");
+        let mut pb = Vec::new();
+        transcode::to_protobuf(&desc, Format::Json, &json, &mut pb, &opts)
+            .expect("workload converts");
+        let mut mp = Vec::new();
+        transcode::from_protobuf(&desc, Format::Msgpack, &pb, &mut mp, &opts).expect("renders");
+        let mut rendered = Vec::new();
+        transcode::from_protobuf(&desc, Format::Json, &pb, &mut rendered, &opts).expect("renders");
+
+        let mut g = c.benchmark_group(*name);
+        if json.len() > 1_000_000 {
+            g.sample_size(10)
+                .measurement_time(Duration::from_secs(8))
+                .warm_up_time(Duration::from_secs(1));
+        } else {
+            g.measurement_time(Duration::from_secs(3))
+                .warm_up_time(Duration::from_secs(1));
+        }
+        g.throughput(Throughput::Bytes(json.len() as u64));
+        g.bench_function("floor: serde_json IgnoredAny", |b| {
+            b.iter(|| {
+                serde_json::from_slice::<serde::de::IgnoredAny>(black_box(&json))
+                    .expect("valid JSON")
+            })
+        });
+        let mut out = Vec::with_capacity(pb.len() * 2);
+        g.bench_function("json -> protobuf", |b| {
+            b.iter(|| {
+                out.clear();
+                transcode::to_protobuf(&desc, Format::Json, black_box(&json), &mut out, &opts)
+                    .expect("converts")
+            })
+        });
+        g.throughput(Throughput::Bytes(rendered.len() as u64));
+        g.bench_function("protobuf -> json", |b| {
+            b.iter(|| {
+                out.clear();
+                transcode::from_protobuf(&desc, Format::Json, black_box(&pb), &mut out, &opts)
+                    .expect("renders")
+            })
+        });
+        g.throughput(Throughput::Bytes(mp.len() as u64));
+        g.bench_function("msgpack -> protobuf", |b| {
+            b.iter(|| {
+                out.clear();
+                transcode::to_protobuf(&desc, Format::Msgpack, black_box(&mp), &mut out, &opts)
+                    .expect("converts")
+            })
+        });
+        g.bench_function("protobuf -> msgpack", |b| {
+            b.iter(|| {
+                out.clear();
+                transcode::from_protobuf(&desc, Format::Msgpack, black_box(&pb), &mut out, &opts)
+                    .expect("renders")
+            })
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
