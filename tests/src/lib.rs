@@ -440,6 +440,11 @@ impl std::io::Write for LogWriter {
     }
 }
 
+/// Installs the log capture (the gateway helpers do it themselves).
+pub fn init_logs_for_tests() {
+    init_logs();
+}
+
 fn init_logs() {
     let buf = LOGS
         .get_or_init(|| Arc::new(Mutex::new(Vec::new())))

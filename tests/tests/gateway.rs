@@ -870,3 +870,61 @@ async fn health_metrics_and_kinds() {
     );
     assert!(text.contains("protogate_requests_in_flight"), "{text}");
 }
+
+#[tokio::test]
+async fn per_service_upstreams_route_by_service() {
+    let backend = start_backend().await;
+    let nowhere = protogate_tests::free_port().await;
+    protogate_tests::init_logs_for_tests();
+    // The default upstream is down; the service's own upstream is up.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let upstreams = edge::Upstreams::new(
+        Some(&format!("http://{nowhere}")),
+        &[(
+            "protogate.test.svc.TestService".to_owned(),
+            format!("http://{}", backend.addr),
+        )],
+        64 << 20,
+    )
+    .unwrap();
+    let gateway = std::sync::Arc::new(
+        edge::Edge::new(protogate_tests::v1_schema(), upstreams, config()).unwrap(),
+    );
+    let server = tokio::spawn(edge::serve(listener, gateway, std::future::pending()));
+    let a = Http::h1()
+        .post(addr, ECHO, "application/json", &[], r#"{"id":"4"}"#)
+        .await;
+    assert_eq!(a.status, 200, "{:?}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.json(), serde_json::json!({"id": "4"}));
+    server.abort();
+}
+
+#[tokio::test]
+async fn oversized_headers_are_refused() {
+    let backend = start_backend().await;
+    let cfg = edge::EdgeConfig {
+        max_header_bytes: 16 * 1024,
+        ..config()
+    };
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    let big = "x".repeat(64 * 1024);
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    let req = format!(
+        "POST {ECHO} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-big: {big}\r\ncontent-length: 2\r\n\r\n{{}}"
+    );
+    let _ = stream.write_all(req.as_bytes()).await;
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+        .await
+        .expect("answer in time")
+        .unwrap_or(0);
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(n == 0 || text.starts_with("HTTP/1.1 431"), "{text}");
+    // The gateway still serves others.
+    let a = Http::h1()
+        .post(gw.addr, ECHO, "application/json", &[], "{}")
+        .await;
+    assert_eq!(a.status, 200);
+}

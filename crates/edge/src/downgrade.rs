@@ -246,3 +246,51 @@ fn emit(
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn occurrence(log: &DowngradeLog, client: &str) {
+        let client = Client::new(Some(client), None);
+        log.record(&Downgrade {
+            method: "a.B/C",
+            reason: Reason::JsonRequested,
+            format: Format::Json,
+            client: &client,
+            findings: None,
+        });
+    }
+
+    #[test]
+    fn the_limiter_remembers_a_bounded_number_of_keys() {
+        let log = DowngradeLog::new(Duration::from_secs(3600), 3);
+        for i in 0..100 {
+            occurrence(&log, &format!("client-{i}"));
+            occurrence(&log, &format!("client-{i}"));
+        }
+        let seen = log.seen.lock().unwrap();
+        assert_eq!(seen.len(), 3);
+        // The survivors are the most recent keys, each with one pending occurrence.
+        assert!(
+            seen.iter()
+                .all(|(k, e)| k.client.user_agent >= "client-97".to_owned() && e.pending == 1)
+        );
+    }
+
+    #[test]
+    fn flush_reports_pending_occurrences_once_the_interval_passed() {
+        let log = DowngradeLog::new(Duration::from_millis(1), 10);
+        occurrence(&log, "c");
+        occurrence(&log, "c");
+        std::thread::sleep(Duration::from_millis(5));
+        log.flush();
+        assert!(log.seen.lock().unwrap().iter().all(|(_, e)| e.pending == 0));
+    }
+
+    #[test]
+    fn client_strings_are_bounded() {
+        let c = Client::new(Some(&"é".repeat(500)), Some(&"x".repeat(1000)));
+        assert!(c.user_agent.len() <= 200 && c.client_id.unwrap().len() <= 200);
+    }
+}

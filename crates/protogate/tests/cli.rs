@@ -11,6 +11,12 @@ const PROTO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto");
 
 /// Starts `protogate serve` and returns it with the address it logged.
 fn serve(args: &[&str]) -> (Child, SocketAddr) {
+    let (child, addr, _) = serve_with_line(args);
+    (child, addr)
+}
+
+/// As [`serve`], also returning the log line that named the address.
+fn serve_with_line(args: &[&str]) -> (Child, SocketAddr, String) {
     let mut child = Command::new(BIN)
         .arg("serve")
         .args(["--listen", "127.0.0.1:0"])
@@ -25,15 +31,19 @@ fn serve(args: &[&str]) -> (Child, SocketAddr) {
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if let Some(rest) = line.split("listening on http://").nth(1) {
-                let addr = rest.split_whitespace().next().unwrap_or("").to_owned();
-                let _ = tx.send(addr);
+                let addr = rest
+                    .split(|c: char| c.is_whitespace() || c == '"')
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+                let _ = tx.send((addr, line.clone()));
             }
         }
     });
-    let addr = rx
+    let (addr, line) = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("protogate logs its address");
-    (child, addr.parse().expect("a socket address"))
+    (child, addr.parse().expect("a socket address"), line)
 }
 
 /// One HTTP/1.1 request on a fresh connection; returns the whole raw response.
@@ -197,4 +207,23 @@ fn convert_crafts_and_reads_bodies() {
     let unknown = run(&["--from", "protobuf", "--to", "json"], &[0xb8, 0x3e, 0x01]);
     assert!(unknown.status.success());
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("#999 at (root)"));
+}
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let (mut child, _, line) = serve_with_line(&[
+        "--upstream",
+        "http://127.0.0.1:1",
+        "--proto",
+        &format!("{PROTO_DIR}/bench/bench.proto"),
+        "--log-format",
+        "json",
+    ]);
+    assert!(line.starts_with('{') && line.ends_with('}'), "{line}");
+    assert!(
+        line.contains(r#""level":"INFO""#) && line.contains(r#""methods":4"#),
+        "{line}"
+    );
+    sigterm(&child);
+    assert!(wait_exit(&mut child, Duration::from_secs(10)).success());
 }
