@@ -360,9 +360,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         let upstreams = edge::Upstreams::new(Some(&format!("http://{backend_addr}")), &[], config.max_response_bytes)
             .map_err(ConfigError)?;
         let edge = Arc::new(edge::Edge::new(schema, upstreams, config).map_err(ConfigError)?);
+        let shutdown = run::shutdown_signal()?;
         tracing::info!(%addr, backend = %backend_addr, "listening on http://{addr}");
         println!("{}", instructions(addr, &descriptor_set));
-        edge::serve(listener, edge, run::shutdown_signal()).await;
+        edge::serve(listener, edge, shutdown).await;
         let _ = stop_backend.send(());
         let _ = backend_task.await;
         Ok(())

@@ -36,8 +36,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let methods = schema.methods().count();
         let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge).map_err(ConfigError)?);
         let addr = listener.local_addr()?;
+        let shutdown = shutdown_signal()?;
         tracing::info!(%addr, methods, upstream = resolved.default_upstream.as_deref().unwrap_or("-"), "listening on http://{addr}");
-        edge::serve(listener, edge, shutdown_signal()).await;
+        edge::serve(listener, edge, shutdown).await;
         Ok(())
     })
 }
@@ -49,28 +50,28 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the runtime")
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub(crate) async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Installs the SIGINT and SIGTERM handlers now (so a signal that arrives right after the
+/// "listening" line is not missed) and returns a future that resolves on either. Must be
+/// called inside the runtime.
+pub(crate) fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(
-            tokio::signal::unix::SignalKind::terminate(),
-        ) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the gateway");
-                let _ = ctrl_c.await;
-                return;
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt =
+            signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        let mut terminate =
+            signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => tracing::info!("SIGINT received"),
+                _ = terminate.recv() => tracing::info!("SIGTERM received"),
             }
-        };
-        tokio::select! {
-            _ = ctrl_c => tracing::info!("SIGINT received"),
-            _ = term.recv() => tracing::info!("SIGTERM received"),
-        }
+        })
     }
     #[cfg(not(unix))]
     {
-        let _ = ctrl_c.await;
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }
