@@ -268,11 +268,11 @@ impl protox::file::FileResolver for SourceResolver {
     fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
         match (self.open)(name) {
             Some(text) => {
-                let file = protox::file::File::from_source(name, &text)?;
+                // Kept before parsing: a parse error's offset needs the text too.
                 if let Ok(mut texts) = self.texts.lock() {
-                    texts.insert(name.to_owned(), text);
+                    texts.insert(name.to_owned(), text.clone());
                 }
-                Ok(file)
+                protox::file::File::from_source(name, &text)
             }
             None => Err(protox::Error::file_not_found(name)),
         }
@@ -283,9 +283,8 @@ fn describe_protox_error(
     e: &protox::Error,
     texts: &std::sync::Mutex<HashMap<String, String>>,
 ) -> SchemaError {
-    use miette::Diagnostic;
     let file = e.file().unwrap_or("<input>").to_owned();
-    let offset = e.labels().and_then(|mut l| l.next()).map(|l| l.offset());
+    let offset = first_label_offset(e);
     let mut where_ = file.clone();
     if let (Some(offset), Ok(texts)) = (offset, texts.lock())
         && let Some(text) = texts.get(&file)
@@ -301,6 +300,19 @@ fn describe_descriptor_error(e: &prost_reflect::DescriptorError) -> String {
         Some(file) => format!("{file}: {e}"),
         None => e.to_string(),
     }
+}
+
+/// The source offset a diagnostic (or the diagnostic it wraps) points at.
+fn first_label_offset(d: &dyn miette::Diagnostic) -> Option<usize> {
+    if let Some(offset) = d.labels().and_then(|mut l| l.next()).map(|l| l.offset()) {
+        return Some(offset);
+    }
+    if let Some(inner) = d.diagnostic_source() {
+        if let Some(offset) = first_label_offset(inner) {
+            return Some(offset);
+        }
+    }
+    d.related().and_then(|mut r| r.find_map(first_label_offset))
 }
 
 /// 1-based line and column of a byte offset.

@@ -1,0 +1,195 @@
+//! Limits and hostile input: deep nesting is an error (never a stack overflow), random bytes
+//! never panic, bad schemas name the file and line.
+
+use transcode::{Format, Options, Schema};
+
+fn kitchen_sink() -> Schema {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/test");
+    Schema::compile(&["kitchen_sink.proto".to_owned()], move |n| {
+        std::fs::read_to_string(format!("{dir}/{n}")).ok()
+    })
+    .expect("kitchen_sink.proto compiles")
+}
+
+#[test]
+fn a_hundred_thousand_levels_are_an_error_not_a_stack_overflow() {
+    let schema = kitchen_sink();
+    let node = schema.message("protogate.test.v1.Node").unwrap();
+    let value = schema.message("google.protobuf.Value").unwrap();
+    let opts = Options::default();
+    let n = 100_000;
+    let mut out = Vec::new();
+    // JSON: nested messages, nested arrays in a Value.
+    let json = format!("{}{}", r#"{"child":"#.repeat(n), "}".repeat(n));
+    let e =
+        transcode::to_protobuf(&node, Format::Json, json.as_bytes(), &mut out, &opts).unwrap_err();
+    assert!(e.to_string().contains("deep"), "{e}");
+    let json = format!("{}{}", "[".repeat(n), "]".repeat(n));
+    assert!(
+        transcode::to_protobuf(&value, Format::Json, json.as_bytes(), &mut out, &opts).is_err()
+    );
+    // MessagePack: 100,000 nested one-element arrays.
+    let mut mp = vec![0x91u8; n];
+    mp.push(0xc0);
+    assert!(transcode::to_protobuf(&value, Format::Msgpack, &mp, &mut out, &opts).is_err());
+    // Protobuf: Node.child nested 100,000 times, built inside out.
+    let mut pb: Vec<u8> = Vec::new();
+    for _ in 0..n {
+        let mut outer = vec![0x0a];
+        let mut len = pb.len();
+        while len >= 0x80 {
+            outer.push((len as u8) | 0x80);
+            len >>= 7;
+        }
+        outer.push(len as u8);
+        outer.extend_from_slice(&pb);
+        pb = outer;
+        if pb.len() > 4_000_000 {
+            break;
+        }
+    }
+    for to in [Format::Json, Format::Msgpack] {
+        let e = transcode::from_protobuf(&node, to, &pb, &mut out, &opts).unwrap_err();
+        assert!(e.to_string().contains("deep"), "{e}");
+    }
+    assert!(transcode::validate_protobuf(&node, &pb, &opts).is_err());
+    // At the limit it works: the root and 99 nested messages, as json_format allows.
+    let json = format!("{}{{}}{}", r#"{"child":"#.repeat(99), "}".repeat(99));
+    transcode::to_protobuf(&node, Format::Json, json.as_bytes(), &mut out, &opts).unwrap();
+    let json = format!("{}{{}}{}", r#"{"child":"#.repeat(100), "}".repeat(100));
+    assert!(transcode::to_protobuf(&node, Format::Json, json.as_bytes(), &mut out, &opts).is_err());
+}
+
+/// xorshift64*: deterministic, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+#[test]
+fn random_and_mutated_input_never_panics() {
+    let schema = kitchen_sink();
+    let ks = schema.message("protogate.test.v1.KitchenSink").unwrap();
+    let opts = Options::default();
+    let seed_json = br#"{"fInt64":"5","fString":"x","rep_nested":[{"a":1,"ids":["1",2]}],"wTimestamp":"2020-01-01T00:00:00Z","wAny":{"@type":"type.googleapis.com/google.protobuf.Duration","value":"1s"},"mapStringNested":{"k":{"b":"v"}},"wStruct":{"a":[1,null,{"b":true}]},"oneofString":"o"}"#;
+    let mut seed_pb = Vec::new();
+    transcode::to_protobuf(&ks, Format::Json, seed_json, &mut seed_pb, &opts).unwrap();
+    let mut seed_mp = Vec::new();
+    transcode::from_protobuf(&ks, Format::Msgpack, &seed_pb, &mut seed_mp, &opts).unwrap();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut out = Vec::new();
+    for i in 0..30_000 {
+        let (seed, format): (&[u8], Format) = match i % 3 {
+            0 => (seed_json, Format::Json),
+            1 => (&seed_pb, Format::Protobuf),
+            _ => (&seed_mp, Format::Msgpack),
+        };
+        let mut input = seed.to_vec();
+        match rng.next() % 4 {
+            // Pure noise.
+            0 => input = (0..rng.next() % 64).map(|_| rng.next() as u8).collect(),
+            // Flip, insert and delete a few bytes.
+            _ => {
+                for _ in 0..1 + rng.next() % 4 {
+                    let at = (rng.next() as usize) % (input.len() + 1);
+                    match rng.next() % 3 {
+                        0 if at < input.len() => input[at] ^= 1 << (rng.next() % 8),
+                        1 => input.insert(at, rng.next() as u8),
+                        _ if at < input.len() => {
+                            input.remove(at);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        out.clear();
+        let _ = match format {
+            Format::Protobuf => {
+                let _ = transcode::validate_protobuf(&ks, &input, &opts);
+                transcode::from_protobuf(&ks, Format::Json, &input, &mut out, &opts).and_then(
+                    |_| transcode::from_protobuf(&ks, Format::Msgpack, &input, &mut out, &opts),
+                )
+            }
+            from => transcode::to_protobuf(&ks, from, &input, &mut out, &opts),
+        };
+    }
+}
+
+#[test]
+fn bad_schemas_name_the_file_and_line() {
+    let compile = |files: &'static [(&'static str, &'static str)]| {
+        let names: Vec<String> = files.iter().take(1).map(|(n, _)| (*n).to_owned()).collect();
+        Schema::compile(&names, move |name| {
+            files
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, t)| (*t).to_owned())
+        })
+        .unwrap_err()
+        .to_string()
+    };
+    let e = compile(&[(
+        "a.proto",
+        "syntax = \"proto3\";\nimport \"missing.proto\";\n",
+    )]);
+    assert!(
+        e.starts_with("a.proto:2:") && e.contains("missing.proto"),
+        "{e}"
+    );
+    let e = compile(&[(
+        "a.proto",
+        "syntax = \"proto3\";\nmessage A {\n  Nope n = 1;\n}\n",
+    )]);
+    assert!(e.starts_with("a.proto:3:3") && e.contains("Nope"), "{e}");
+    let e = compile(&[(
+        "a.proto",
+        "syntax = \"proto3\";\nmessage A {}\nmessage A {}\n",
+    )]);
+    assert!(
+        e.starts_with("a.proto:") && e.contains("'A' is defined twice"),
+        "{e}"
+    );
+    let e = compile(&[(
+        "a.proto",
+        "syntax = \"proto3\";\nmessage A {\n  int32 x = 1\n}\n",
+    )]);
+    assert!(
+        e.starts_with("a.proto:4:") || e.starts_with("a.proto:3:"),
+        "{e}"
+    );
+    let e = Schema::from_descriptor_set(b"\x0a\x03abc")
+        .unwrap_err()
+        .to_string();
+    assert!(!e.is_empty());
+}
+
+#[test]
+fn descriptor_sets_with_and_without_imports_load() {
+    let schema = kitchen_sink();
+    let full = schema.to_descriptor_set();
+    let with = Schema::from_descriptor_set(&full).unwrap();
+    assert!(with.message("protogate.test.v1.KitchenSink").is_some());
+    // Only the kitchen-sink file itself: its google/protobuf imports come from the bundled copies.
+    use prost::Message as _;
+    let mut set = prost_types::FileDescriptorSet::decode(full.as_slice()).unwrap();
+    set.file.retain(|f| f.name() == "kitchen_sink.proto");
+    assert_eq!(set.file.len(), 1);
+    let without = Schema::from_descriptor_set(&set.encode_to_vec()).unwrap();
+    let ks = without.message("protogate.test.v1.KitchenSink").unwrap();
+    let mut out = Vec::new();
+    transcode::to_protobuf(
+        &ks,
+        Format::Json,
+        br#"{"wTimestamp":"2020-01-01T00:00:00Z"}"#,
+        &mut out,
+        &Options::default(),
+    )
+    .unwrap();
+}
