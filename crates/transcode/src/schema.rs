@@ -307,10 +307,8 @@ fn first_label_offset(d: &dyn miette::Diagnostic) -> Option<usize> {
     if let Some(offset) = d.labels().and_then(|mut l| l.next()).map(|l| l.offset()) {
         return Some(offset);
     }
-    if let Some(inner) = d.diagnostic_source() {
-        if let Some(offset) = first_label_offset(inner) {
-            return Some(offset);
-        }
+    if let Some(offset) = d.diagnostic_source().and_then(first_label_offset) {
+        return Some(offset);
     }
     d.related().and_then(|mut r| r.find_map(first_label_offset))
 }
