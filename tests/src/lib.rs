@@ -398,15 +398,16 @@ pub fn convert(
         .message(message)
         .unwrap_or_else(|| panic!("no message {message}"));
     let mut out = Vec::new();
-    transcode::convert(
-        &desc,
-        from,
-        to,
-        input,
-        &mut out,
-        &transcode::Options::default(),
-    )
-    .unwrap_or_else(|e| panic!("converting {message}: {e}"));
+    schema
+        .convert(
+            &desc,
+            from,
+            to,
+            input,
+            &mut out,
+            &transcode::Options::default(),
+        )
+        .unwrap_or_else(|e| panic!("converting {message}: {e}"));
     out
 }
 

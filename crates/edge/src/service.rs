@@ -196,7 +196,8 @@ impl Edge {
             }
             from => {
                 let mut out = Vec::with_capacity(body.len());
-                transcode::to_protobuf(&method.input, from, &body, &mut out, &self.transcode)
+                self.schema
+                    .to_protobuf(&method.input, from, &body, &mut out, &self.transcode)
                     .map_err(|e| fail(EdgeError::BadBody(e), &head))?;
                 Bytes::from(out)
             }
@@ -243,22 +244,18 @@ impl Edge {
             Format::Protobuf => answer.body,
             to => {
                 let mut out = Vec::with_capacity(answer.body.len() * 2);
-                let findings = transcode::from_protobuf(
-                    &method.output,
-                    to,
-                    &answer.body,
-                    &mut out,
-                    &self.transcode,
-                )
-                .map_err(|e| {
-                    fail(
-                        EdgeError::Internal(format!(
-                            "upstream response does not render as {}: {e}",
-                            to.as_str()
-                        )),
-                        &head,
-                    )
-                })?;
+                let findings = self
+                    .schema
+                    .from_protobuf(&method.output, to, &answer.body, &mut out, &self.transcode)
+                    .map_err(|e| {
+                        fail(
+                            EdgeError::Internal(format!(
+                                "upstream response does not render as {}: {e}",
+                                to.as_str()
+                            )),
+                            &head,
+                        )
+                    })?;
                 self.note_downgrades(ctx, to, &findings);
                 Bytes::from(out)
             }
@@ -352,7 +349,7 @@ impl Edge {
             Format::Protobuf => status_bytes,
             to => {
                 let mut out = Vec::new();
-                match transcode::from_protobuf(
+                match self.schema.from_protobuf(
                     &self.status,
                     to,
                     &status_bytes,
@@ -369,7 +366,7 @@ impl Edge {
                         tracing::warn!(error = %e, "upstream grpc-status-details-bin does not render; sending code and message only");
                         let fallback = transcode::encode_status(code as i32, &message);
                         let mut out = Vec::new();
-                        let _ = transcode::from_protobuf(
+                        let _ = self.schema.from_protobuf(
                             &self.status,
                             to,
                             &fallback,

@@ -35,14 +35,16 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         out.extend_from_slice(&input);
         transcode::Findings::default()
     } else {
-        transcode::convert(&desc, from, to, &input, &mut out, &opts).with_context(|| {
-            format!(
-                "converting {} from {} to {}",
-                args.message,
-                from.as_str(),
-                to.as_str()
-            )
-        })?
+        schema
+            .convert(&desc, from, to, &input, &mut out, &opts)
+            .with_context(|| {
+                format!(
+                    "converting {} from {} to {}",
+                    args.message,
+                    from.as_str(),
+                    to.as_str()
+                )
+            })?
     };
     if findings.dropped_data() {
         eprintln!(

@@ -44,12 +44,14 @@ fn bench(c: &mut Criterion) {
             .unwrap_or_else(|e| panic!("{}: {e} (run `make bench`)", path.display()));
         let desc = schema.message(message).expect("message");
         let mut pb = Vec::new();
-        transcode::to_protobuf(&desc, Format::Json, &json, &mut pb, &opts)
+        transcode::reference::to_protobuf(&desc, Format::Json, &json, &mut pb, &opts)
             .expect("workload converts");
         let mut mp = Vec::new();
-        transcode::from_protobuf(&desc, Format::Msgpack, &pb, &mut mp, &opts).expect("renders");
+        transcode::reference::from_protobuf(&desc, Format::Msgpack, &pb, &mut mp, &opts)
+            .expect("renders");
         let mut rendered = Vec::new();
-        transcode::from_protobuf(&desc, Format::Json, &pb, &mut rendered, &opts).expect("renders");
+        transcode::reference::from_protobuf(&desc, Format::Json, &pb, &mut rendered, &opts)
+            .expect("renders");
 
         let mut g = c.benchmark_group(*name);
         if json.len() > 1_000_000 {
@@ -71,31 +73,55 @@ fn bench(c: &mut Criterion) {
         g.bench_function("json -> protobuf", |b| {
             b.iter(|| {
                 out.clear();
-                transcode::to_protobuf(&desc, Format::Json, black_box(&json), &mut out, &opts)
-                    .expect("converts")
+                transcode::reference::to_protobuf(
+                    &desc,
+                    Format::Json,
+                    black_box(&json),
+                    &mut out,
+                    &opts,
+                )
+                .expect("converts")
             })
         });
         g.throughput(Throughput::Bytes(rendered.len() as u64));
         g.bench_function("protobuf -> json", |b| {
             b.iter(|| {
                 out.clear();
-                transcode::from_protobuf(&desc, Format::Json, black_box(&pb), &mut out, &opts)
-                    .expect("renders")
+                transcode::reference::from_protobuf(
+                    &desc,
+                    Format::Json,
+                    black_box(&pb),
+                    &mut out,
+                    &opts,
+                )
+                .expect("renders")
             })
         });
         g.throughput(Throughput::Bytes(mp.len() as u64));
         g.bench_function("msgpack -> protobuf", |b| {
             b.iter(|| {
                 out.clear();
-                transcode::to_protobuf(&desc, Format::Msgpack, black_box(&mp), &mut out, &opts)
-                    .expect("converts")
+                transcode::reference::to_protobuf(
+                    &desc,
+                    Format::Msgpack,
+                    black_box(&mp),
+                    &mut out,
+                    &opts,
+                )
+                .expect("converts")
             })
         });
         g.bench_function("protobuf -> msgpack", |b| {
             b.iter(|| {
                 out.clear();
-                transcode::from_protobuf(&desc, Format::Msgpack, black_box(&pb), &mut out, &opts)
-                    .expect("renders")
+                transcode::reference::from_protobuf(
+                    &desc,
+                    Format::Msgpack,
+                    black_box(&pb),
+                    &mut out,
+                    &opts,
+                )
+                .expect("renders")
             })
         });
         g.finish();

@@ -153,79 +153,87 @@ pub fn encode_status(code: i32, message: &str) -> Vec<u8> {
 
 /// Containers (arrays and objects) allowed in a parsed input: every message level is at most
 /// two (an object inside an array), so this never rejects what the message limit accepts.
-fn max_containers(opts: &Options) -> usize {
+pub(crate) fn max_containers(opts: &Options) -> usize {
     opts.max_depth.saturating_mul(2).saturating_add(2)
 }
 
-/// Converts `input` in format `from` to protobuf wire bytes of message `desc`, appended to
-/// `out`. Protobuf input is copied unchanged (pass-through never re-encodes).
-pub fn to_protobuf(
-    desc: &MessageDescriptor,
-    from: Format,
-    input: &[u8],
-    out: &mut Vec<u8>,
-    opts: &Options,
-) -> Result<Findings, Error> {
-    let tree = match from {
-        Format::Protobuf => {
+/// The reference ("tree") path: parse into a value tree, walk it against the schema, render
+/// through a tree. Obviously correct rather than fast; the direct transcoder behind
+/// [`Schema::to_protobuf`](crate::Schema::to_protobuf) and
+/// [`Schema::from_protobuf`](crate::Schema::from_protobuf) is tested against it.
+pub mod reference {
+    use crate::{Error, Findings, Format, MessageDescriptor, Options};
+
+    /// Converts `input` in format `from` to protobuf wire bytes of message `desc`, appended to
+    /// `out`. Protobuf input is copied unchanged (pass-through never re-encodes).
+    pub fn to_protobuf(
+        desc: &MessageDescriptor,
+        from: Format,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        opts: &Options,
+    ) -> Result<Findings, Error> {
+        let tree = match from {
+            Format::Protobuf => {
+                out.extend_from_slice(input);
+                return Ok(Findings::default());
+            }
+            Format::Json => crate::json::parse(input, crate::max_containers(opts))?,
+            Format::Msgpack => crate::msgpack::parse(input, crate::max_containers(opts))?,
+        };
+        let mut findings = Findings::default();
+        let start = out.len();
+        let r = crate::encode::Encoder::new(opts, &mut findings).message(desc, &tree, out);
+        if r.is_err() {
+            out.truncate(start);
+        }
+        r.map(|()| findings)
+    }
+
+    /// Renders protobuf wire bytes of message `desc` as `to`, appended to `out`. Protobuf output
+    /// is the input unchanged.
+    pub fn from_protobuf(
+        desc: &MessageDescriptor,
+        to: Format,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        opts: &Options,
+    ) -> Result<Findings, Error> {
+        if to == Format::Protobuf {
             out.extend_from_slice(input);
             return Ok(Findings::default());
         }
-        Format::Json => json::parse(input, max_containers(opts))?,
-        Format::Msgpack => msgpack::parse(input, max_containers(opts))?,
-    };
-    let mut findings = Findings::default();
-    let start = out.len();
-    let r = encode::Encoder::new(opts, &mut findings).message(desc, &tree, out);
-    if r.is_err() {
-        out.truncate(start);
+        let mut findings = Findings::default();
+        let tree = crate::decode::Renderer::new(opts, &mut findings).message(desc, input, 0)?;
+        match to {
+            Format::Json => crate::json::write(&tree, out),
+            Format::Msgpack => crate::msgpack::write(&tree, out),
+            Format::Protobuf => unreachable!(),
+        }
+        Ok(findings)
     }
-    r.map(|()| findings)
-}
 
-/// Renders protobuf wire bytes of message `desc` as `to`, appended to `out`. Protobuf output
-/// is the input unchanged.
-pub fn from_protobuf(
-    desc: &MessageDescriptor,
-    to: Format,
-    input: &[u8],
-    out: &mut Vec<u8>,
-    opts: &Options,
-) -> Result<Findings, Error> {
-    if to == Format::Protobuf {
-        out.extend_from_slice(input);
-        return Ok(Findings::default());
+    /// Converts between any two formats through protobuf. Findings of both halves are merged.
+    pub fn convert(
+        desc: &MessageDescriptor,
+        from: Format,
+        to: Format,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        opts: &Options,
+    ) -> Result<Findings, Error> {
+        if from == Format::Protobuf || to == Format::Protobuf {
+            return if from == Format::Protobuf {
+                from_protobuf(desc, to, input, out, opts)
+            } else {
+                to_protobuf(desc, from, input, out, opts)
+            };
+        }
+        let mut wire = Vec::new();
+        let mut findings = to_protobuf(desc, from, input, &mut wire, opts)?;
+        let more = from_protobuf(desc, to, &wire, out, opts)?;
+        findings.unknown_fields.extend(more.unknown_fields);
+        findings.unresolved_any.extend(more.unresolved_any);
+        Ok(findings)
     }
-    let mut findings = Findings::default();
-    let tree = decode::Renderer::new(opts, &mut findings).message(desc, input, 0)?;
-    match to {
-        Format::Json => json::write(&tree, out),
-        Format::Msgpack => msgpack::write(&tree, out),
-        Format::Protobuf => unreachable!(),
-    }
-    Ok(findings)
-}
-
-/// Converts between any two formats through protobuf. Findings of both halves are merged.
-pub fn convert(
-    desc: &MessageDescriptor,
-    from: Format,
-    to: Format,
-    input: &[u8],
-    out: &mut Vec<u8>,
-    opts: &Options,
-) -> Result<Findings, Error> {
-    if from == Format::Protobuf || to == Format::Protobuf {
-        return if from == Format::Protobuf {
-            from_protobuf(desc, to, input, out, opts)
-        } else {
-            to_protobuf(desc, from, input, out, opts)
-        };
-    }
-    let mut wire = Vec::new();
-    let mut findings = to_protobuf(desc, from, input, &mut wire, opts)?;
-    let more = from_protobuf(desc, to, &wire, out, opts)?;
-    findings.unknown_fields.extend(more.unknown_fields);
-    findings.unresolved_any.extend(more.unresolved_any);
-    Ok(findings)
 }

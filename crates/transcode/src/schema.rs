@@ -173,6 +173,58 @@ impl Schema {
         self.pool.get_message_by_name(full_name)
     }
 
+    /// Converts `input` in format `from` to protobuf wire bytes of message `desc`, appended to
+    /// `out`. Protobuf input is copied unchanged (pass-through never re-encodes).
+    pub fn to_protobuf(
+        &self,
+        desc: &MessageDescriptor,
+        from: crate::Format,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        opts: &crate::Options,
+    ) -> Result<crate::Findings, crate::Error> {
+        crate::reference::to_protobuf(desc, from, input, out, opts)
+    }
+
+    /// Renders protobuf wire bytes of message `desc` as `to`, appended to `out`, reporting
+    /// the unknown fields the rendering dropped. Protobuf output is the input unchanged.
+    pub fn from_protobuf(
+        &self,
+        desc: &MessageDescriptor,
+        to: crate::Format,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        opts: &crate::Options,
+    ) -> Result<crate::Findings, crate::Error> {
+        crate::reference::from_protobuf(desc, to, input, out, opts)
+    }
+
+    /// Converts between any two formats through protobuf; findings of both halves merged.
+    pub fn convert(
+        &self,
+        desc: &MessageDescriptor,
+        from: crate::Format,
+        to: crate::Format,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        opts: &crate::Options,
+    ) -> Result<crate::Findings, crate::Error> {
+        use crate::Format::Protobuf;
+        if from == Protobuf || to == Protobuf {
+            return if from == Protobuf {
+                self.from_protobuf(desc, to, input, out, opts)
+            } else {
+                self.to_protobuf(desc, from, input, out, opts)
+            };
+        }
+        let mut wire = Vec::new();
+        let mut findings = self.to_protobuf(desc, from, input, &mut wire, opts)?;
+        let more = self.from_protobuf(desc, to, &wire, out, opts)?;
+        findings.unknown_fields.extend(more.unknown_fields);
+        findings.unresolved_any.extend(more.unresolved_any);
+        Ok(findings)
+    }
+
     /// The underlying descriptor pool.
     pub fn pool(&self) -> &DescriptorPool {
         &self.pool

@@ -328,7 +328,9 @@ fn render(
     opts: &Options,
 ) -> Result<(Value, Findings), String> {
     let mut out = Vec::new();
-    let findings = transcode::from_protobuf(desc, Format::Json, bytes, &mut out, opts)
+    let findings = oracle()
+        .schema
+        .from_protobuf(desc, Format::Json, bytes, &mut out, opts)
         .map_err(|e| format!("render failed: {e}"))?;
     let v = serde_json::from_slice(&out).map_err(|e| {
         format!(
@@ -346,7 +348,9 @@ fn parse(
     opts: &Options,
 ) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
-    transcode::to_protobuf(desc, format, input, &mut out, opts)
+    oracle()
+        .schema
+        .to_protobuf(desc, format, input, &mut out, opts)
         .map_err(|e| format!("parse failed: {e}"))?;
     Ok(out)
 }
@@ -608,7 +612,9 @@ fn round_trips(
         ),
     ] {
         let mut text = Vec::new();
-        let back = transcode::from_protobuf(desc, format, proto, &mut text, &opts)
+        let back = oracle()
+            .schema
+            .from_protobuf(desc, format, proto, &mut text, &opts)
             .map_err(|e| format!("render failed: {e}"))
             .and_then(|_| parse(desc, format, &text, &opts))
             .and_then(|back| render(desc, &back, &comparing()));
@@ -875,7 +881,9 @@ fn msgpack_matches_json_format_shape() {
         let proto = b64(proto_b64);
         for (key, opts) in &render_variants() {
             let mut out = Vec::new();
-            let mp = transcode::from_protobuf(&desc, Format::Msgpack, &proto, &mut out, opts)
+            let mp = oracle()
+                .schema
+                .from_protobuf(&desc, Format::Msgpack, &proto, &mut out, opts)
                 .map_err(|e| format!("render failed: {e}"))
                 .and_then(|_| {
                     let mut de = rmp_serde::Deserializer::new(out.as_slice());

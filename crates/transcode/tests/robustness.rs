@@ -21,17 +21,24 @@ fn a_hundred_thousand_levels_are_an_error_not_a_stack_overflow() {
     let mut out = Vec::new();
     // JSON: nested messages, nested arrays in a Value.
     let json = format!("{}{}", r#"{"child":"#.repeat(n), "}".repeat(n));
-    let e =
-        transcode::to_protobuf(&node, Format::Json, json.as_bytes(), &mut out, &opts).unwrap_err();
+    let e = schema
+        .to_protobuf(&node, Format::Json, json.as_bytes(), &mut out, &opts)
+        .unwrap_err();
     assert!(e.to_string().contains("deep"), "{e}");
     let json = format!("{}{}", "[".repeat(n), "]".repeat(n));
     assert!(
-        transcode::to_protobuf(&value, Format::Json, json.as_bytes(), &mut out, &opts).is_err()
+        schema
+            .to_protobuf(&value, Format::Json, json.as_bytes(), &mut out, &opts)
+            .is_err()
     );
     // MessagePack: 100,000 nested one-element arrays.
     let mut mp = vec![0x91u8; n];
     mp.push(0xc0);
-    assert!(transcode::to_protobuf(&value, Format::Msgpack, &mp, &mut out, &opts).is_err());
+    assert!(
+        schema
+            .to_protobuf(&value, Format::Msgpack, &mp, &mut out, &opts)
+            .is_err()
+    );
     // Protobuf: Node.child nested 100,000 times, built inside out.
     let mut pb: Vec<u8> = Vec::new();
     for _ in 0..n {
@@ -49,15 +56,23 @@ fn a_hundred_thousand_levels_are_an_error_not_a_stack_overflow() {
         }
     }
     for to in [Format::Json, Format::Msgpack] {
-        let e = transcode::from_protobuf(&node, to, &pb, &mut out, &opts).unwrap_err();
+        let e = schema
+            .from_protobuf(&node, to, &pb, &mut out, &opts)
+            .unwrap_err();
         assert!(e.to_string().contains("deep"), "{e}");
     }
     assert!(transcode::validate_protobuf(&node, &pb, &opts).is_err());
     // At the limit it works: the root and 99 nested messages, as json_format allows.
     let json = format!("{}{{}}{}", r#"{"child":"#.repeat(99), "}".repeat(99));
-    transcode::to_protobuf(&node, Format::Json, json.as_bytes(), &mut out, &opts).unwrap();
+    schema
+        .to_protobuf(&node, Format::Json, json.as_bytes(), &mut out, &opts)
+        .unwrap();
     let json = format!("{}{{}}{}", r#"{"child":"#.repeat(100), "}".repeat(100));
-    assert!(transcode::to_protobuf(&node, Format::Json, json.as_bytes(), &mut out, &opts).is_err());
+    assert!(
+        schema
+            .to_protobuf(&node, Format::Json, json.as_bytes(), &mut out, &opts)
+            .is_err()
+    );
 }
 
 /// xorshift64*: deterministic, no dependency.
@@ -79,9 +94,13 @@ fn random_and_mutated_input_never_panics() {
     let opts = Options::default();
     let seed_json = br#"{"fInt64":"5","fString":"x","rep_nested":[{"a":1,"ids":["1",2]}],"wTimestamp":"2020-01-01T00:00:00Z","wAny":{"@type":"type.googleapis.com/google.protobuf.Duration","value":"1s"},"mapStringNested":{"k":{"b":"v"}},"wStruct":{"a":[1,null,{"b":true}]},"oneofString":"o"}"#;
     let mut seed_pb = Vec::new();
-    transcode::to_protobuf(&ks, Format::Json, seed_json, &mut seed_pb, &opts).unwrap();
+    schema
+        .to_protobuf(&ks, Format::Json, seed_json, &mut seed_pb, &opts)
+        .unwrap();
     let mut seed_mp = Vec::new();
-    transcode::from_protobuf(&ks, Format::Msgpack, &seed_pb, &mut seed_mp, &opts).unwrap();
+    schema
+        .from_protobuf(&ks, Format::Msgpack, &seed_pb, &mut seed_mp, &opts)
+        .unwrap();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut out = Vec::new();
     for i in 0..30_000 {
@@ -113,11 +132,13 @@ fn random_and_mutated_input_never_panics() {
         let _ = match format {
             Format::Protobuf => {
                 let _ = transcode::validate_protobuf(&ks, &input, &opts);
-                transcode::from_protobuf(&ks, Format::Json, &input, &mut out, &opts).and_then(
-                    |_| transcode::from_protobuf(&ks, Format::Msgpack, &input, &mut out, &opts),
-                )
+                schema
+                    .from_protobuf(&ks, Format::Json, &input, &mut out, &opts)
+                    .and_then(|_| {
+                        schema.from_protobuf(&ks, Format::Msgpack, &input, &mut out, &opts)
+                    })
             }
-            from => transcode::to_protobuf(&ks, from, &input, &mut out, &opts),
+            from => schema.to_protobuf(&ks, from, &input, &mut out, &opts),
         };
     }
 }
@@ -184,12 +205,13 @@ fn descriptor_sets_with_and_without_imports_load() {
     let without = Schema::from_descriptor_set(&set.encode_to_vec()).unwrap();
     let ks = without.message("protogate.test.v1.KitchenSink").unwrap();
     let mut out = Vec::new();
-    transcode::to_protobuf(
-        &ks,
-        Format::Json,
-        br#"{"wTimestamp":"2020-01-01T00:00:00Z"}"#,
-        &mut out,
-        &Options::default(),
-    )
-    .unwrap();
+    schema
+        .to_protobuf(
+            &ks,
+            Format::Json,
+            br#"{"wTimestamp":"2020-01-01T00:00:00Z"}"#,
+            &mut out,
+            &Options::default(),
+        )
+        .unwrap();
 }

@@ -16,17 +16,25 @@ fn order_json_round_trip() {
     let order = schema.message("bench.v1.Order").unwrap();
     let json = br#"{"orderId":"12345","userId":67890,"amount":99.99,"timestamp":"1718000000000","items":[{"skuId":"1000","quantity":1},{"skuId":"1001","quantity":2,"price":10.0}]}"#;
     let mut pb = Vec::new();
-    transcode::to_protobuf(&order, Format::Json, json, &mut pb, &Options::default()).unwrap();
+    schema
+        .to_protobuf(&order, Format::Json, json, &mut pb, &Options::default())
+        .unwrap();
     let mut back = Vec::new();
-    transcode::from_protobuf(&order, Format::Json, &pb, &mut back, &Options::default()).unwrap();
+    schema
+        .from_protobuf(&order, Format::Json, &pb, &mut back, &Options::default())
+        .unwrap();
     assert_eq!(
         std::str::from_utf8(&back).unwrap(),
         r#"{"orderId":"12345","userId":"67890","amount":99.99,"timestamp":"1718000000000","items":[{"skuId":"1000","quantity":1},{"skuId":"1001","quantity":2,"price":10.0}]}"#
     );
     let mut mp = Vec::new();
-    transcode::from_protobuf(&order, Format::Msgpack, &pb, &mut mp, &Options::default()).unwrap();
+    schema
+        .from_protobuf(&order, Format::Msgpack, &pb, &mut mp, &Options::default())
+        .unwrap();
     let mut pb2 = Vec::new();
-    transcode::to_protobuf(&order, Format::Msgpack, &mp, &mut pb2, &Options::default()).unwrap();
+    schema
+        .to_protobuf(&order, Format::Msgpack, &mp, &mut pb2, &Options::default())
+        .unwrap();
     assert_eq!(pb, pb2);
 }
 
@@ -35,26 +43,28 @@ fn errors_name_the_path() {
     let schema = bench_schema();
     let order = schema.message("bench.v1.Order").unwrap();
     let mut pb = Vec::new();
-    let err = transcode::to_protobuf(
-        &order,
-        Format::Json,
-        br#"{"items":[{},{},{"price":"x"}]}"#,
-        &mut pb,
-        &Options::default(),
-    )
-    .unwrap_err();
+    let err = schema
+        .to_protobuf(
+            &order,
+            Format::Json,
+            br#"{"items":[{},{},{"price":"x"}]}"#,
+            &mut pb,
+            &Options::default(),
+        )
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         r#"items[2].price: expected number or "NaN", "Infinity", "-Infinity", got "x""#
     );
-    let err = transcode::to_protobuf(
-        &order,
-        Format::Json,
-        b"{\"orderId\": 1,\n \"x\": }",
-        &mut pb,
-        &Options::default(),
-    )
-    .unwrap_err();
+    let err = schema
+        .to_protobuf(
+            &order,
+            Format::Json,
+            b"{\"orderId\": 1,\n \"x\": }",
+            &mut pb,
+            &Options::default(),
+        )
+        .unwrap_err();
     assert!(
         err.to_string()
             .starts_with("malformed JSON at byte 21 (line 2, column 7)"),
