@@ -4,6 +4,7 @@
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 
 use crate::error::{ErrorKind, PathSeg, format_path};
+use crate::scalar::{self, Converted, Scalar, quoted};
 use crate::tree::In;
 use crate::wire::{self, put_len_prefixed, put_tag, put_varint};
 use crate::{Error, Findings, Options, wkt};
@@ -14,27 +15,6 @@ pub(crate) struct Encoder<'a> {
     /// Path of the value being encoded (kept only to report ignored keys).
     path: Vec<PathSeg>,
     depth: usize,
-}
-
-/// What a scalar JSON value turned into.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Scalar<'v> {
-    I32(i32),
-    I64(i64),
-    U32(u32),
-    U64(u64),
-    F32(f32),
-    F64(f64),
-    Bool(bool),
-    Str(&'v str),
-    Bytes(&'v [u8]),
-}
-
-enum Converted<'v> {
-    Value(Scalar<'v>),
-    OwnedBytes(Vec<u8>),
-    /// An enum name the schema lacks, skipped because unknown fields are ignored.
-    Skip,
 }
 
 impl<'a> Encoder<'a> {
@@ -177,11 +157,11 @@ impl<'a> Encoder<'a> {
             let field = desc.get_field(1).expect("wrapper types have field 1");
             return match self.convert(&field, v)? {
                 Converted::Value(s) => {
-                    put_scalar(out, &field, s, true);
+                    scalar::put_field(out, field.number(), &field.kind(), s, true);
                     Ok(())
                 }
                 Converted::OwnedBytes(b) => {
-                    put_scalar(out, &field, Scalar::Bytes(&b), true);
+                    scalar::put_field(out, field.number(), &field.kind(), Scalar::Bytes(&b), true);
                     Ok(())
                 }
                 Converted::Skip => Ok(()),
@@ -268,7 +248,13 @@ impl<'a> Encoder<'a> {
                 put_len_prefixed(out, field.number(), &[0x08, 0x00]);
             } else if matches!(&kind, Kind::Enum(e) if e.full_name() == "google.protobuf.NullValue")
             {
-                put_scalar(out, field, Scalar::I32(0), field.supports_presence());
+                scalar::put_field(
+                    out,
+                    field.number(),
+                    &kind,
+                    Scalar::I32(0),
+                    field.supports_presence(),
+                );
             }
             return Ok(());
         }
@@ -282,7 +268,7 @@ impl<'a> Encoder<'a> {
             let key_field = entry_desc.map_entry_key_field();
             let value_field = entry_desc.map_entry_value_field();
             for (k, item) in entries {
-                let key_text = map_key_text(k);
+                let key_text = scalar::map_key_text(&k.lit());
                 let mut entry = Vec::new();
                 self.map_key(&key_field, k, &mut entry)
                     .map_err(|e| e.at(PathSeg::Key(key_text.clone())))?;
@@ -303,7 +289,7 @@ impl<'a> Encoder<'a> {
                 let mut packed = Vec::new();
                 for (i, item) in items.iter().enumerate() {
                     match self.convert(field, item).map_err(|e| e.at_index(i))? {
-                        Converted::Value(s) => put_scalar_value_kind(&mut packed, &kind, s),
+                        Converted::Value(s) => scalar::put_value(&mut packed, &kind, s),
                         Converted::OwnedBytes(_) => unreachable!("bytes are never packed"),
                         Converted::Skip => {}
                     }
@@ -352,13 +338,21 @@ impl<'a> Encoder<'a> {
         }
         let always = in_map || field.is_list() || field.supports_presence();
         match self.convert(field, v)? {
-            Converted::Value(s) => put_scalar_numbered(out, number, field, s, always),
+            Converted::Value(s) => scalar::put_field(out, number, &field.kind(), s, always),
             Converted::OwnedBytes(b) => {
-                put_scalar_numbered(out, number, field, Scalar::Bytes(&b), always)
+                scalar::put_field(out, number, &field.kind(), Scalar::Bytes(&b), always)
             }
             Converted::Skip => return Ok(false),
         }
         Ok(true)
+    }
+
+    fn convert<'v>(&mut self, field: &FieldDescriptor, v: &'v In) -> Result<Converted<'v>, Error> {
+        let converted = scalar::convert(&field.kind(), &v.lit(), self.opts.ignore_unknown_fields)?;
+        if let Converted::Skip = converted {
+            self.findings.ignored_keys.push(format_path(&self.path));
+        }
+        Ok(converted)
     }
 
     fn map_key(
@@ -367,78 +361,9 @@ impl<'a> Encoder<'a> {
         k: &In,
         out: &mut Vec<u8>,
     ) -> Result<(), Error> {
-        let s = match (key_field.kind(), k) {
-            (Kind::String, In::Str(s)) => Scalar::Str(s),
-            (Kind::String, _) => return Err(Error::wrong_type("string map key", k.type_name())),
-            (Kind::Bool, In::Str(s)) => match s.as_str() {
-                "true" => Scalar::Bool(true),
-                "false" => Scalar::Bool(false),
-                _ => return Err(Error::invalid("map key \"true\" or \"false\"", quoted(s))),
-            },
-            (Kind::Bool, In::Bool(b)) => Scalar::Bool(*b),
-            (kind, In::Str(_) | In::I64(_) | In::U64(_)) => integer_scalar(&kind, k)?,
-            (_, other) => return Err(Error::wrong_type("integer map key", other.type_name())),
-        };
-        put_scalar_numbered(out, 1, key_field, s, true);
+        let s = scalar::map_key(&key_field.kind(), &k.lit())?;
+        scalar::put_field(out, 1, &key_field.kind(), s, true);
         Ok(())
-    }
-
-    fn convert<'v>(&mut self, field: &FieldDescriptor, v: &'v In) -> Result<Converted<'v>, Error> {
-        let kind = field.kind();
-        Ok(Converted::Value(match kind {
-            Kind::Double => Scalar::F64(float_value(v)?),
-            Kind::Float => {
-                let f = float_value(v)?;
-                // Values that round to a finite float32 are accepted: the shortest form of
-                // float32's maximum (3.4028235e38) lies just above it.
-                if f.is_finite() && f.abs() >= FLOAT_ROUNDS_TO_INFINITY {
-                    return Err(Error::invalid(
-                        "number within the float range",
-                        number_text(v),
-                    ));
-                }
-                Scalar::F32(f as f32)
-            }
-            Kind::Bool => match v {
-                In::Bool(b) => Scalar::Bool(*b),
-                other => return Err(Error::wrong_type("boolean", other.type_name())),
-            },
-            Kind::String => match v {
-                In::Str(s) => Scalar::Str(s),
-                In::Bytes(_) => return Err(Error::new(ErrorKind::InvalidUtf8)),
-                other => return Err(Error::wrong_type("string", other.type_name())),
-            },
-            Kind::Bytes => match v {
-                In::Bytes(b) => Scalar::Bytes(b),
-                In::Str(s) => return Ok(Converted::OwnedBytes(decode_base64(s)?)),
-                other => return Err(Error::wrong_type("base64 string", other.type_name())),
-            },
-            Kind::Enum(e) => match v {
-                // NullValue's JSON form is null (a singular null is handled by the caller).
-                In::Null if e.full_name() == "google.protobuf.NullValue" => Scalar::I32(0),
-                In::Str(s) => {
-                    if let Some(ev) = e.get_value_by_name(s) {
-                        Scalar::I32(ev.number())
-                    } else if looks_like_integer(s) {
-                        Scalar::I32(enum_number(&integer_value(v)?, v)?)
-                    } else if self.opts.ignore_unknown_fields {
-                        self.findings.ignored_keys.push(format_path(&self.path));
-                        return Ok(Converted::Skip);
-                    } else {
-                        return Err(Error::invalid(
-                            "enum value name or number",
-                            format!("{} (not a value of {})", quoted(s), e.full_name()),
-                        ));
-                    }
-                }
-                In::I64(_) | In::U64(_) | In::F64(_) | In::BigInt(_) => {
-                    Scalar::I32(enum_number(&integer_value(v)?, v)?)
-                }
-                other => return Err(Error::wrong_type("enum name or number", other.type_name())),
-            },
-            Kind::Message(_) => unreachable!("messages are handled by the caller"),
-            ref k => integer_scalar(k, v)?,
-        }))
     }
 
     fn any(&mut self, desc: &MessageDescriptor, v: &In, out: &mut Vec<u8>) -> Result<(), Error> {
@@ -507,9 +432,6 @@ impl<'a> Encoder<'a> {
     }
 }
 
-/// The smallest double that rounds to infinity as a float32: float32's maximum plus half an ULP.
-const FLOAT_ROUNDS_TO_INFINITY: f64 = 3.4028235677973366e38;
-
 pub(crate) fn is_wrapper(desc: &MessageDescriptor) -> bool {
     desc.parent_file().name() == "google/protobuf/wrappers.proto"
 }
@@ -553,269 +475,9 @@ fn put_seconds_nanos(out: &mut Vec<u8>, secs: i64, nanos: i32) {
     }
 }
 
-fn is_default(s: Scalar<'_>) -> bool {
-    match s {
-        Scalar::I32(v) => v == 0,
-        Scalar::I64(v) => v == 0,
-        Scalar::U32(v) => v == 0,
-        Scalar::U64(v) => v == 0,
-        // -0.0 is not the default: it is written, as the reference runtimes do.
-        Scalar::F32(v) => v.to_bits() == 0,
-        Scalar::F64(v) => v.to_bits() == 0,
-        Scalar::Bool(v) => !v,
-        Scalar::Str(v) => v.is_empty(),
-        Scalar::Bytes(v) => v.is_empty(),
-    }
-}
-
-fn put_scalar(out: &mut Vec<u8>, field: &FieldDescriptor, s: Scalar<'_>, always: bool) {
-    put_scalar_numbered(out, field.number(), field, s, always)
-}
-
-fn put_scalar_numbered(
-    out: &mut Vec<u8>,
-    number: u32,
-    field: &FieldDescriptor,
-    s: Scalar<'_>,
-    always: bool,
-) {
-    if !always && is_default(s) {
-        return;
-    }
-    let wire_type = match field.kind() {
-        Kind::Double | Kind::Fixed64 | Kind::Sfixed64 => wire::I64,
-        Kind::Float | Kind::Fixed32 | Kind::Sfixed32 => wire::I32,
-        Kind::String | Kind::Bytes | Kind::Message(_) => wire::LEN,
-        _ => wire::VARINT,
-    };
-    put_tag(out, number, wire_type);
-    if wire_type == wire::LEN {
-        let b = match s {
-            Scalar::Str(v) => v.as_bytes(),
-            Scalar::Bytes(v) => v,
-            _ => unreachable!(),
-        };
-        put_varint(out, b.len() as u64);
-        out.extend_from_slice(b);
-    } else {
-        put_scalar_value_kind(out, &field.kind(), s);
-    }
-}
-
-/// A scalar's value without tag, for packed lists (the wire encoding follows from the kind,
-/// which `convert` already folded into the Scalar variant except for zigzag and fixed kinds).
-fn put_scalar_value(out: &mut Vec<u8>, s: Scalar<'_>) {
-    match s {
-        Scalar::I32(v) => put_varint(out, v as i64 as u64),
-        Scalar::I64(v) => put_varint(out, v as u64),
-        Scalar::U32(v) => put_varint(out, v as u64),
-        Scalar::U64(v) => put_varint(out, v),
-        Scalar::F32(v) => out.extend_from_slice(&v.to_le_bytes()),
-        Scalar::F64(v) => out.extend_from_slice(&v.to_le_bytes()),
-        Scalar::Bool(v) => put_varint(out, v as u64),
-        Scalar::Str(_) | Scalar::Bytes(_) => unreachable!("not packable"),
-    }
-}
-
-fn put_scalar_value_kind(out: &mut Vec<u8>, kind: &Kind, s: Scalar<'_>) {
-    match (kind, s) {
-        (Kind::Sint32, Scalar::I32(v)) => put_varint(out, wire::zigzag32(v)),
-        (Kind::Sint64, Scalar::I64(v)) => put_varint(out, wire::zigzag64(v)),
-        (Kind::Fixed32, Scalar::U32(v)) => out.extend_from_slice(&v.to_le_bytes()),
-        (Kind::Sfixed32, Scalar::I32(v)) => out.extend_from_slice(&v.to_le_bytes()),
-        (Kind::Fixed64, Scalar::U64(v)) => out.extend_from_slice(&v.to_le_bytes()),
-        (Kind::Sfixed64, Scalar::I64(v)) => out.extend_from_slice(&v.to_le_bytes()),
-        (_, s) => put_scalar_value(out, s),
-    }
-}
-
 fn expect_str<'v>(v: &'v In, what: &'static str) -> Result<&'v str, Error> {
     match v {
         In::Str(s) => Ok(s),
         other => Err(Error::wrong_type(what, other.type_name())),
     }
-}
-
-fn quoted(s: &str) -> String {
-    let mut q = format!("{s:?}");
-    if q.len() > 80 {
-        q.truncate(q.floor_char_boundary(76));
-        q.push_str("...\"");
-    }
-    q
-}
-
-fn number_text(v: &In) -> String {
-    match v {
-        In::I64(i) => i.to_string(),
-        In::U64(u) => u.to_string(),
-        In::F64(f) => f.to_string(),
-        In::BigInt(_) => "an integer beyond the 64-bit range".to_owned(),
-        In::Str(s) => quoted(s),
-        other => other.type_name().to_owned(),
-    }
-}
-
-/// Strict JSON number grammar: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
-fn is_json_number(s: &str) -> bool {
-    let b = s.as_bytes();
-    let mut i = 0;
-    if b.first() == Some(&b'-') {
-        i += 1;
-    }
-    let int_start = i;
-    while i < b.len() && b[i].is_ascii_digit() {
-        i += 1;
-    }
-    let int_len = i - int_start;
-    if int_len == 0 || (int_len > 1 && b[int_start] == b'0') {
-        return false;
-    }
-    if i < b.len() && b[i] == b'.' {
-        i += 1;
-        let s = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i == s {
-            return false;
-        }
-    }
-    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
-        i += 1;
-        if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
-            i += 1;
-        }
-        let s = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i == s {
-            return false;
-        }
-    }
-    i == b.len()
-}
-
-fn looks_like_integer(s: &str) -> bool {
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit())
-}
-
-fn float_value(v: &In) -> Result<f64, Error> {
-    match v {
-        In::F64(f) | In::BigInt(f) => Ok(*f),
-        In::I64(i) => Ok(*i as f64),
-        In::U64(u) => Ok(*u as f64),
-        In::Str(s) => match s.as_str() {
-            "NaN" => Ok(f64::NAN),
-            "Infinity" => Ok(f64::INFINITY),
-            "-Infinity" => Ok(f64::NEG_INFINITY),
-            _ if is_json_number(s) => {
-                let f: f64 = s.parse().map_err(|_| Error::invalid("number", quoted(s)))?;
-                if f.is_infinite() {
-                    return Err(Error::invalid("number within the double range", quoted(s)));
-                }
-                Ok(f)
-            }
-            _ => Err(Error::invalid(
-                "number or \"NaN\", \"Infinity\", \"-Infinity\"",
-                quoted(s),
-            )),
-        },
-        other => Err(Error::wrong_type("number", other.type_name())),
-    }
-}
-
-/// An integer from a JSON number (integral), a decimal string, or an exponent form that
-/// denotes an integer (`"1e3"`), as the proto3 JSON mapping allows.
-fn integer_value(v: &In) -> Result<i128, Error> {
-    match v {
-        In::I64(i) => Ok(*i as i128),
-        In::U64(u) => Ok(*u as i128),
-        In::F64(f) => float_to_integer(*f).ok_or_else(|| Error::invalid("integer", f.to_string())),
-        In::BigInt(_) => Err(Error::invalid(
-            "integer in the 64-bit range",
-            number_text(v),
-        )),
-        In::Str(s) => {
-            if looks_like_integer(s) {
-                if s.trim_start_matches('-').len() > 30 {
-                    return Err(Error::invalid("integer in range", quoted(s)));
-                }
-                return s
-                    .parse::<i128>()
-                    .map_err(|_| Error::invalid("integer", quoted(s)));
-            }
-            if is_json_number(s) {
-                let f: f64 = s
-                    .parse()
-                    .map_err(|_| Error::invalid("integer", quoted(s)))?;
-                return float_to_integer(f).ok_or_else(|| Error::invalid("integer", quoted(s)));
-            }
-            Err(Error::invalid("integer", quoted(s)))
-        }
-        other => Err(Error::wrong_type("integer", other.type_name())),
-    }
-}
-
-fn float_to_integer(f: f64) -> Option<i128> {
-    if f.is_finite() && f.fract() == 0.0 && f.abs() < 1.7e38 {
-        Some(f as i128)
-    } else {
-        None
-    }
-}
-
-fn enum_number(n: &i128, v: &In) -> Result<i32, Error> {
-    i32::try_from(*n).map_err(|_| Error::invalid("enum number in the int32 range", number_text(v)))
-}
-
-fn integer_scalar<'v>(kind: &Kind, v: &In) -> Result<Scalar<'v>, Error> {
-    let n = integer_value(v)?;
-    let range_err = |what: &'static str| Error::invalid(what, number_text(v));
-    Ok(match kind {
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => {
-            Scalar::I32(i32::try_from(n).map_err(|_| range_err("integer in the int32 range"))?)
-        }
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => {
-            Scalar::I64(i64::try_from(n).map_err(|_| range_err("integer in the int64 range"))?)
-        }
-        Kind::Uint32 | Kind::Fixed32 => {
-            Scalar::U32(u32::try_from(n).map_err(|_| range_err("integer in the uint32 range"))?)
-        }
-        Kind::Uint64 | Kind::Fixed64 => {
-            Scalar::U64(u64::try_from(n).map_err(|_| range_err("integer in the uint64 range"))?)
-        }
-        _ => unreachable!("integer kinds only"),
-    })
-}
-
-fn map_key_text(k: &In) -> String {
-    match k {
-        In::Str(s) => s.clone(),
-        In::I64(i) => i.to_string(),
-        In::U64(u) => u.to_string(),
-        In::Bool(b) => b.to_string(),
-        other => other.type_name().to_owned(),
-    }
-}
-
-/// Standard or URL-safe base64, with or without padding.
-pub(crate) fn decode_base64(s: &str) -> Result<Vec<u8>, Error> {
-    use base64::Engine as _;
-    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
-    const CONFIG: GeneralPurposeConfig = GeneralPurposeConfig::new()
-        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
-        .with_decode_allow_trailing_bits(true);
-    const STANDARD: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, CONFIG);
-    const URL_SAFE: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, CONFIG);
-    let engine = if s.contains(['-', '_']) {
-        &URL_SAFE
-    } else {
-        &STANDARD
-    };
-    engine
-        .decode(s)
-        .map_err(|e| Error::invalid("base64 string", format!("{} ({e})", quoted(s))))
 }

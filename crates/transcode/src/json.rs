@@ -80,7 +80,8 @@ fn mark_big_integers(v: &mut In, literals: &mut impl Iterator<Item = bool>) {
             literals.next();
         }
         In::F64(f) => {
-            if literals.next() == Some(true) {
+            // Only literals beyond the 64-bit range: serde_json also reads `-0` as a double.
+            if literals.next() == Some(true) && f.abs() >= 9_223_372_036_854_775_808.0 {
                 *v = In::BigInt(*f);
             }
         }

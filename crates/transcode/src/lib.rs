@@ -38,6 +38,7 @@ mod decode;
 mod encode;
 mod json;
 mod msgpack;
+mod scalar;
 mod tree;
 mod validate;
 mod wire;

@@ -28,6 +28,23 @@ pub(crate) enum In {
 }
 
 impl In {
+    /// The value as a scalar conversion sees it.
+    pub(crate) fn lit(&self) -> crate::scalar::Lit<'_> {
+        use crate::scalar::Lit;
+        match self {
+            In::Null => Lit::Null,
+            In::Bool(b) => Lit::Bool(*b),
+            In::I64(i) => Lit::I64(*i),
+            In::U64(u) => Lit::U64(*u),
+            In::F64(f) => Lit::F64(*f),
+            In::BigInt(f) => Lit::BigInt(*f),
+            In::Str(s) => Lit::Str(s),
+            In::Bytes(b) => Lit::Bytes(b),
+            In::List(_) => Lit::Container("array"),
+            In::Map(_) => Lit::Container("object"),
+        }
+    }
+
     pub(crate) fn type_name(&self) -> &'static str {
         match self {
             In::Null => "null",

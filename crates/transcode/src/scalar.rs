@@ -1,0 +1,399 @@
+//! Scalar values of the JSON mapping, shared by the reference and the direct paths so both
+//! accept, convert and reject exactly alike: one JSON/MessagePack scalar ([`Lit`]) in, one
+//! protobuf scalar ([`Scalar`]) out, and the wire encoding of scalars.
+
+use prost_reflect::Kind;
+
+use crate::Error;
+use crate::error::ErrorKind;
+use crate::wire::{self, put_tag, put_varint};
+
+/// A JSON or MessagePack value as a scalar conversion sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Lit<'v> {
+    Null,
+    Bool(bool),
+    I64(i64),
+    U64(u64),
+    F64(f64),
+    /// An integer literal beyond the 64-bit range, as the nearest double.
+    BigInt(f64),
+    Str(&'v str),
+    Bytes(&'v [u8]),
+    /// An array or an object where a scalar was expected: its type name.
+    Container(&'static str),
+}
+
+impl Lit<'_> {
+    pub(crate) fn type_name(&self) -> &'static str {
+        match self {
+            Lit::Null => "null",
+            Lit::Bool(_) => "boolean",
+            Lit::I64(_) | Lit::U64(_) | Lit::BigInt(_) => "integer",
+            Lit::F64(_) => "number",
+            Lit::Str(_) => "string",
+            Lit::Bytes(_) => "binary",
+            Lit::Container(name) => name,
+        }
+    }
+}
+
+/// What a scalar JSON value turned into.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Scalar<'v> {
+    I32(i32),
+    I64(i64),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+    F64(f64),
+    Bool(bool),
+    Str(&'v str),
+    Bytes(&'v [u8]),
+}
+
+pub(crate) enum Converted<'v> {
+    Value(Scalar<'v>),
+    OwnedBytes(Vec<u8>),
+    /// An enum name the schema lacks, skipped because unknown fields are ignored.
+    Skip,
+}
+
+/// The smallest double that rounds to infinity as a float32: float32's maximum plus half an ULP.
+const FLOAT_ROUNDS_TO_INFINITY: f64 = 3.4028235677973366e38;
+
+/// Converts a scalar for a field of `kind` (not a message kind).
+pub(crate) fn convert<'v>(
+    kind: &Kind,
+    v: &Lit<'v>,
+    ignore_unknown: bool,
+) -> Result<Converted<'v>, Error> {
+    Ok(Converted::Value(match kind {
+        Kind::Double => Scalar::F64(float_value(v)?),
+        Kind::Float => {
+            let f = float_value(v)?;
+            // Values that round to a finite float32 are accepted: the shortest form of
+            // float32's maximum (3.4028235e38) lies just above it.
+            if f.is_finite() && f.abs() >= FLOAT_ROUNDS_TO_INFINITY {
+                return Err(Error::invalid(
+                    "number within the float range",
+                    number_text(v),
+                ));
+            }
+            Scalar::F32(f as f32)
+        }
+        Kind::Bool => match v {
+            Lit::Bool(b) => Scalar::Bool(*b),
+            other => return Err(Error::wrong_type("boolean", other.type_name())),
+        },
+        Kind::String => match v {
+            Lit::Str(s) => Scalar::Str(s),
+            Lit::Bytes(_) => return Err(Error::new(ErrorKind::InvalidUtf8)),
+            other => return Err(Error::wrong_type("string", other.type_name())),
+        },
+        Kind::Bytes => match v {
+            Lit::Bytes(b) => Scalar::Bytes(b),
+            Lit::Str(s) => return Ok(Converted::OwnedBytes(decode_base64(s)?)),
+            other => return Err(Error::wrong_type("base64 string", other.type_name())),
+        },
+        Kind::Enum(e) => match v {
+            // NullValue's JSON form is null (a singular null is handled by the caller).
+            Lit::Null if e.full_name() == "google.protobuf.NullValue" => Scalar::I32(0),
+            Lit::Str(s) => {
+                if let Some(ev) = e.get_value_by_name(s) {
+                    Scalar::I32(ev.number())
+                } else if looks_like_integer(s) {
+                    Scalar::I32(enum_number(integer_value(v)?, v)?)
+                } else if ignore_unknown {
+                    return Ok(Converted::Skip);
+                } else {
+                    return Err(Error::invalid(
+                        "enum value name or number",
+                        format!("{} (not a value of {})", quoted(s), e.full_name()),
+                    ));
+                }
+            }
+            Lit::I64(_) | Lit::U64(_) | Lit::F64(_) | Lit::BigInt(_) => {
+                Scalar::I32(enum_number(integer_value(v)?, v)?)
+            }
+            other => return Err(Error::wrong_type("enum name or number", other.type_name())),
+        },
+        Kind::Message(_) => unreachable!("messages are handled by the caller"),
+        k => integer_scalar(k, v)?,
+    }))
+}
+
+/// Converts a map key (JSON keys are strings; MessagePack may use integers or booleans).
+pub(crate) fn map_key<'v>(key_kind: &Kind, k: &Lit<'v>) -> Result<Scalar<'v>, Error> {
+    Ok(match (key_kind, k) {
+        (Kind::String, Lit::Str(s)) => Scalar::Str(s),
+        (Kind::String, _) => return Err(Error::wrong_type("string map key", k.type_name())),
+        (Kind::Bool, Lit::Str(s)) => match *s {
+            "true" => Scalar::Bool(true),
+            "false" => Scalar::Bool(false),
+            _ => return Err(Error::invalid("map key \"true\" or \"false\"", quoted(s))),
+        },
+        (Kind::Bool, Lit::Bool(b)) => Scalar::Bool(*b),
+        (kind, Lit::Str(_) | Lit::I64(_) | Lit::U64(_)) => integer_scalar(kind, k)?,
+        (_, other) => return Err(Error::wrong_type("integer map key", other.type_name())),
+    })
+}
+
+/// A map key as error paths spell it.
+pub(crate) fn map_key_text(k: &Lit<'_>) -> String {
+    match k {
+        Lit::Str(s) => (*s).to_owned(),
+        Lit::I64(i) => i.to_string(),
+        Lit::U64(u) => u.to_string(),
+        Lit::Bool(b) => b.to_string(),
+        other => other.type_name().to_owned(),
+    }
+}
+
+/// Implicit-presence fields at these values are not written.
+pub(crate) fn is_default(s: Scalar<'_>) -> bool {
+    match s {
+        Scalar::I32(v) => v == 0,
+        Scalar::I64(v) => v == 0,
+        Scalar::U32(v) => v == 0,
+        Scalar::U64(v) => v == 0,
+        // -0.0 is not the default: it is written, as the reference runtimes do.
+        Scalar::F32(v) => v.to_bits() == 0,
+        Scalar::F64(v) => v.to_bits() == 0,
+        Scalar::Bool(v) => !v,
+        Scalar::Str(v) => v.is_empty(),
+        Scalar::Bytes(v) => v.is_empty(),
+    }
+}
+
+/// The wire type a scalar of `kind` is written with (unpacked).
+pub(crate) fn wire_type(kind: &Kind) -> u8 {
+    match kind {
+        Kind::Double | Kind::Fixed64 | Kind::Sfixed64 => wire::I64,
+        Kind::Float | Kind::Fixed32 | Kind::Sfixed32 => wire::I32,
+        Kind::String | Kind::Bytes | Kind::Message(_) => wire::LEN,
+        _ => wire::VARINT,
+    }
+}
+
+/// Tag and value, unless `!always` and the value is the default.
+pub(crate) fn put_field(out: &mut Vec<u8>, number: u32, kind: &Kind, s: Scalar<'_>, always: bool) {
+    if !always && is_default(s) {
+        return;
+    }
+    let wt = wire_type(kind);
+    put_tag(out, number, wt);
+    if wt == wire::LEN {
+        let b = match s {
+            Scalar::Str(v) => v.as_bytes(),
+            Scalar::Bytes(v) => v,
+            _ => unreachable!("strings and bytes only"),
+        };
+        put_varint(out, b.len() as u64);
+        out.extend_from_slice(b);
+    } else {
+        put_value(out, kind, s);
+    }
+}
+
+/// A numeric scalar's value without tag (also the element of a packed list).
+pub(crate) fn put_value(out: &mut Vec<u8>, kind: &Kind, s: Scalar<'_>) {
+    match (kind, s) {
+        (Kind::Sint32, Scalar::I32(v)) => put_varint(out, wire::zigzag32(v)),
+        (Kind::Sint64, Scalar::I64(v)) => put_varint(out, wire::zigzag64(v)),
+        (Kind::Fixed32, Scalar::U32(v)) => out.extend_from_slice(&v.to_le_bytes()),
+        (Kind::Sfixed32, Scalar::I32(v)) => out.extend_from_slice(&v.to_le_bytes()),
+        (Kind::Fixed64, Scalar::U64(v)) => out.extend_from_slice(&v.to_le_bytes()),
+        (Kind::Sfixed64, Scalar::I64(v)) => out.extend_from_slice(&v.to_le_bytes()),
+        (_, Scalar::I32(v)) => put_varint(out, v as i64 as u64),
+        (_, Scalar::I64(v)) => put_varint(out, v as u64),
+        (_, Scalar::U32(v)) => put_varint(out, v as u64),
+        (_, Scalar::U64(v)) => put_varint(out, v),
+        (_, Scalar::F32(v)) => out.extend_from_slice(&v.to_le_bytes()),
+        (_, Scalar::F64(v)) => out.extend_from_slice(&v.to_le_bytes()),
+        (_, Scalar::Bool(v)) => put_varint(out, v as u64),
+        (_, Scalar::Str(_) | Scalar::Bytes(_)) => unreachable!("not packable"),
+    }
+}
+
+pub(crate) fn quoted(s: &str) -> String {
+    let mut q = format!("{s:?}");
+    if q.len() > 80 {
+        q.truncate(q.floor_char_boundary(76));
+        q.push_str("...\"");
+    }
+    q
+}
+
+fn number_text(v: &Lit<'_>) -> String {
+    match v {
+        Lit::I64(i) => i.to_string(),
+        Lit::U64(u) => u.to_string(),
+        Lit::F64(f) => f.to_string(),
+        Lit::BigInt(_) => "an integer beyond the 64-bit range".to_owned(),
+        Lit::Str(s) => quoted(s),
+        other => other.type_name().to_owned(),
+    }
+}
+
+/// Strict JSON number grammar: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
+pub(crate) fn is_json_number(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    if b.first() == Some(&b'-') {
+        i += 1;
+    }
+    let int_start = i;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    let int_len = i - int_start;
+    if int_len == 0 || (int_len > 1 && b[int_start] == b'0') {
+        return false;
+    }
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        let s = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == s {
+            return false;
+        }
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+            i += 1;
+        }
+        let s = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == s {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+fn looks_like_integer(s: &str) -> bool {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit())
+}
+
+fn float_value(v: &Lit<'_>) -> Result<f64, Error> {
+    match v {
+        Lit::F64(f) | Lit::BigInt(f) => Ok(*f),
+        Lit::I64(i) => Ok(*i as f64),
+        Lit::U64(u) => Ok(*u as f64),
+        Lit::Str(s) => match *s {
+            "NaN" => Ok(f64::NAN),
+            "Infinity" => Ok(f64::INFINITY),
+            "-Infinity" => Ok(f64::NEG_INFINITY),
+            _ if is_json_number(s) => {
+                let f: f64 = s.parse().map_err(|_| Error::invalid("number", quoted(s)))?;
+                if f.is_infinite() {
+                    return Err(Error::invalid("number within the double range", quoted(s)));
+                }
+                Ok(f)
+            }
+            _ => Err(Error::invalid(
+                "number or \"NaN\", \"Infinity\", \"-Infinity\"",
+                quoted(s),
+            )),
+        },
+        other => Err(Error::wrong_type("number", other.type_name())),
+    }
+}
+
+/// An integer from a JSON number (integral), a decimal string, or an exponent form that
+/// denotes an integer (`"1e3"`), as the proto3 JSON mapping allows.
+fn integer_value(v: &Lit<'_>) -> Result<i128, Error> {
+    match v {
+        Lit::I64(i) => Ok(*i as i128),
+        Lit::U64(u) => Ok(*u as i128),
+        Lit::F64(f) => float_to_integer(*f).ok_or_else(|| Error::invalid("integer", f.to_string())),
+        Lit::BigInt(_) => Err(Error::invalid(
+            "integer in the 64-bit range",
+            number_text(v),
+        )),
+        Lit::Str(s) => {
+            if looks_like_integer(s) {
+                if s.trim_start_matches('-').len() > 30 {
+                    return Err(Error::invalid("integer in range", quoted(s)));
+                }
+                return s
+                    .parse::<i128>()
+                    .map_err(|_| Error::invalid("integer", quoted(s)));
+            }
+            if is_json_number(s) {
+                let f: f64 = s
+                    .parse()
+                    .map_err(|_| Error::invalid("integer", quoted(s)))?;
+                return float_to_integer(f).ok_or_else(|| Error::invalid("integer", quoted(s)));
+            }
+            Err(Error::invalid("integer", quoted(s)))
+        }
+        other => Err(Error::wrong_type("integer", other.type_name())),
+    }
+}
+
+fn float_to_integer(f: f64) -> Option<i128> {
+    if f.is_finite() && f.fract() == 0.0 && f.abs() < 1.7e38 {
+        Some(f as i128)
+    } else {
+        None
+    }
+}
+
+fn enum_number(n: i128, v: &Lit<'_>) -> Result<i32, Error> {
+    i32::try_from(n).map_err(|_| Error::invalid("enum number in the int32 range", number_text(v)))
+}
+
+fn integer_scalar<'v>(kind: &Kind, v: &Lit<'_>) -> Result<Scalar<'v>, Error> {
+    let n = integer_value(v)?;
+    let range_err = |what: &'static str| Error::invalid(what, number_text(v));
+    Ok(match kind {
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => {
+            Scalar::I32(i32::try_from(n).map_err(|_| range_err("integer in the int32 range"))?)
+        }
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => {
+            Scalar::I64(i64::try_from(n).map_err(|_| range_err("integer in the int64 range"))?)
+        }
+        Kind::Uint32 | Kind::Fixed32 => {
+            Scalar::U32(u32::try_from(n).map_err(|_| range_err("integer in the uint32 range"))?)
+        }
+        Kind::Uint64 | Kind::Fixed64 => {
+            Scalar::U64(u64::try_from(n).map_err(|_| range_err("integer in the uint64 range"))?)
+        }
+        _ => unreachable!("integer kinds only"),
+    })
+}
+
+/// Standard or URL-safe base64, with or without padding.
+pub(crate) fn decode_base64(s: &str) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    decode_base64_into(s, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode_base64`] into a reusable buffer (cleared first).
+pub(crate) fn decode_base64_into(s: &str, out: &mut Vec<u8>) -> Result<(), Error> {
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const CONFIG: GeneralPurposeConfig = GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true);
+    const STANDARD: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, CONFIG);
+    const URL_SAFE: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, CONFIG);
+    let engine = if s.contains(['-', '_']) {
+        &URL_SAFE
+    } else {
+        &STANDARD
+    };
+    out.clear();
+    engine
+        .decode_vec(s, out)
+        .map_err(|e| Error::invalid("base64 string", format!("{} ({e})", quoted(s))))
+}
