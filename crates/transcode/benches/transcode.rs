@@ -70,7 +70,15 @@ fn bench(c: &mut Criterion) {
             })
         });
         let mut out = Vec::with_capacity(pb.len() * 2);
-        g.bench_function("json -> protobuf", |b| {
+        g.bench_function("json -> protobuf (direct)", |b| {
+            b.iter(|| {
+                out.clear();
+                schema
+                    .to_protobuf(&desc, Format::Json, black_box(&json), &mut out, &opts)
+                    .expect("converts")
+            })
+        });
+        g.bench_function("json -> protobuf (reference)", |b| {
             b.iter(|| {
                 out.clear();
                 transcode::reference::to_protobuf(
@@ -84,7 +92,15 @@ fn bench(c: &mut Criterion) {
             })
         });
         g.throughput(Throughput::Bytes(rendered.len() as u64));
-        g.bench_function("protobuf -> json", |b| {
+        g.bench_function("protobuf -> json (direct)", |b| {
+            b.iter(|| {
+                out.clear();
+                schema
+                    .from_protobuf(&desc, Format::Json, black_box(&pb), &mut out, &opts)
+                    .expect("renders")
+            })
+        });
+        g.bench_function("protobuf -> json (reference)", |b| {
             b.iter(|| {
                 out.clear();
                 transcode::reference::from_protobuf(
@@ -101,27 +117,17 @@ fn bench(c: &mut Criterion) {
         g.bench_function("msgpack -> protobuf", |b| {
             b.iter(|| {
                 out.clear();
-                transcode::reference::to_protobuf(
-                    &desc,
-                    Format::Msgpack,
-                    black_box(&mp),
-                    &mut out,
-                    &opts,
-                )
-                .expect("converts")
+                schema
+                    .to_protobuf(&desc, Format::Msgpack, black_box(&mp), &mut out, &opts)
+                    .expect("converts")
             })
         });
         g.bench_function("protobuf -> msgpack", |b| {
             b.iter(|| {
                 out.clear();
-                transcode::reference::from_protobuf(
-                    &desc,
-                    Format::Msgpack,
-                    black_box(&pb),
-                    &mut out,
-                    &opts,
-                )
-                .expect("renders")
+                schema
+                    .from_protobuf(&desc, Format::Msgpack, black_box(&pb), &mut out, &opts)
+                    .expect("renders")
             })
         });
         g.finish();

@@ -58,6 +58,22 @@ impl<'a> Renderer<'a> {
         }
     }
 
+    /// A renderer for a message nested at `path`, `depth` messages below the root (the direct
+    /// transcoder hands well-known types over to this path).
+    pub(crate) fn at(
+        opts: &'a Options,
+        findings: &'a mut Findings,
+        path: Vec<PathSeg>,
+        depth: usize,
+    ) -> Self {
+        Renderer {
+            opts,
+            findings,
+            path,
+            depth,
+        }
+    }
+
     pub(crate) fn message(
         &mut self,
         desc: &MessageDescriptor,
@@ -268,6 +284,8 @@ impl<'a> Renderer<'a> {
                 };
                 Some(self.merged_message(&m, &chunks)?)
             }
+            // An empty packed run sets nothing: the field is as absent as if it were missing.
+            Acc::List(vals) if vals.is_empty() && !self.opts.emit_defaults => None,
             Acc::List(vals) => Some(Out::List(
                 vals.into_iter().map(|v| self.scalar(field, v)).collect(),
             )),

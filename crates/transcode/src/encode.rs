@@ -27,6 +27,13 @@ impl<'a> Encoder<'a> {
         }
     }
 
+    /// An encoder for a message nested `depth` messages below the root.
+    pub(crate) fn at_depth(opts: &'a Options, findings: &'a mut Findings, depth: usize) -> Self {
+        let mut e = Encoder::new(opts, findings);
+        e.depth = depth;
+        e
+    }
+
     /// Encodes `v` as message `desc` (the root or a nested message).
     pub(crate) fn message(
         &mut self,

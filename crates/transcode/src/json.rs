@@ -7,7 +7,6 @@
 
 use std::cell::Cell;
 
-use base64::Engine as _;
 use serde::de::DeserializeSeed;
 
 use crate::error::ErrorKind;
@@ -146,20 +145,10 @@ pub(crate) fn write(v: &Out, out: &mut Vec<u8>) {
             out.extend_from_slice(itoa::Buffer::new().format(*x).as_bytes());
             out.push(b'"');
         }
-        Out::F32(x) => write_float(out, *x as f64, || float32_text(*x)),
-        Out::F64(x) => write_float(out, *x, || ryu::Buffer::new().format_finite(*x).to_owned()),
+        Out::F32(x) => write_f32(out, *x),
+        Out::F64(x) => write_f64(out, *x),
         Out::Str(s) => write_str(out, s),
-        Out::Bytes(b) => {
-            out.push(b'"');
-            let start = out.len();
-            let len = base64::encoded_len(b.len(), true).unwrap_or(0);
-            out.resize(start + len, 0);
-            let n = base64::engine::general_purpose::STANDARD
-                .encode_slice(b, &mut out[start..])
-                .unwrap_or(0);
-            out.truncate(start + n);
-            out.push(b'"');
-        }
+        Out::Bytes(b) => write_bytes(out, b),
         Out::List(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
@@ -183,6 +172,40 @@ pub(crate) fn write(v: &Out, out: &mut Vec<u8>) {
             out.push(b'}');
         }
     }
+}
+
+/// A float field's value (float32 precision, json_format's digits).
+#[inline]
+pub(crate) fn write_f32(out: &mut Vec<u8>, x: f32) {
+    if x.is_finite() && x.is_normal() && x.to_bits() & 0x007f_ffff != 0 {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
+    } else {
+        write_float(out, x as f64, || float32_text(x));
+    }
+}
+
+/// A double field's value: shortest round trip; NaN and infinities as strings.
+#[inline]
+pub(crate) fn write_f64(out: &mut Vec<u8>, x: f64) {
+    if x.is_finite() {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
+    } else {
+        write_float(out, x, String::new);
+    }
+}
+
+/// Bytes as standard base64 with padding, quoted.
+pub(crate) fn write_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    use base64::Engine as _;
+    out.push(b'"');
+    let start = out.len();
+    let len = base64::encoded_len(b.len(), true).unwrap_or(0);
+    out.resize(start + len, 0);
+    let n = base64::engine::general_purpose::STANDARD
+        .encode_slice(b, &mut out[start..])
+        .unwrap_or(0);
+    out.truncate(start + n);
+    out.push(b'"');
 }
 
 fn write_float(out: &mut Vec<u8>, x: f64, finite: impl FnOnce() -> String) {

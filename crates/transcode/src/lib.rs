@@ -35,6 +35,7 @@ pub mod error;
 pub mod schema;
 
 mod decode;
+mod direct;
 mod encode;
 mod json;
 mod msgpack;

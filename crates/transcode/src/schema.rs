@@ -40,6 +40,8 @@ pub struct Method {
 pub struct Schema {
     pool: DescriptorPool,
     methods: Arc<HashMap<Box<str>, Method>>,
+    /// The direct transcoder's per-message plans.
+    plans: Arc<crate::direct::plan::Plans>,
 }
 
 impl fmt::Debug for Schema {
@@ -152,9 +154,11 @@ impl Schema {
         for service in pool.services() {
             add_service_methods(&service, &mut methods);
         }
+        let plans = Arc::new(crate::direct::plan::Plans::build(&pool));
         Schema {
             pool,
             methods: Arc::new(methods),
+            plans,
         }
     }
 
@@ -183,9 +187,17 @@ impl Schema {
         out: &mut Vec<u8>,
         opts: &crate::Options,
     ) -> Result<crate::Findings, crate::Error> {
+        if from == crate::Format::Json
+            && let Some(plan) = self.plans.index(desc.full_name())
+        {
+            let start = out.len();
+            if crate::direct::json_in::encode(&self.plans, plan, input, out, opts).is_ok() {
+                return Ok(crate::Findings::default());
+            }
+            out.truncate(start);
+        }
         crate::reference::to_protobuf(desc, from, input, out, opts)
     }
-
     /// Renders protobuf wire bytes of message `desc` as `to`, appended to `out`, reporting
     /// the unknown fields the rendering dropped. Protobuf output is the input unchanged.
     pub fn from_protobuf(
@@ -196,9 +208,20 @@ impl Schema {
         out: &mut Vec<u8>,
         opts: &crate::Options,
     ) -> Result<crate::Findings, crate::Error> {
+        if to == crate::Format::Json
+            && let Some(plan) = self.plans.index(desc.full_name())
+        {
+            let start = out.len();
+            let mut findings = crate::Findings::default();
+            if crate::direct::json_out::render(&self.plans, plan, input, out, opts, &mut findings)
+                .is_ok()
+            {
+                return Ok(findings);
+            }
+            out.truncate(start);
+        }
         crate::reference::from_protobuf(desc, to, input, out, opts)
     }
-
     /// Converts between any two formats through protobuf; findings of both halves merged.
     pub fn convert(
         &self,

@@ -1,0 +1,429 @@
+//! Protobuf wire bytes → JSON, written straight from one scan of the bytes, counting unknown
+//! fields as it goes. Wire data in canonical order (fields by increasing number, each repeated
+//! field in one run, no singular field twice, one member per oneof, no duplicate map keys) is
+//! rendered here; anything else — and every error — makes it give up with [`Bail`] so the
+//! reference path renders (or rejects) the whole message instead.
+
+use std::collections::HashSet;
+
+use super::Bail;
+use super::plan::{Card, FieldPlan, Plans};
+use crate::decode::{Val, is_packable, packable_wire_type, read_val};
+use crate::error::PathSeg;
+use crate::json::{write_bytes, write_f32, write_f64, write_str};
+use crate::wire::{self, Reader};
+use crate::{Findings, Options, UnknownField};
+
+type R<T> = Result<T, Bail>;
+
+/// A step of the current path, borrowing field names from the plans.
+enum Seg<'p> {
+    Field(&'p str),
+    Index(usize),
+    Key(String),
+}
+
+struct JsonOut<'p, 'f> {
+    plans: &'p Plans,
+    opts: &'p Options,
+    findings: &'f mut Findings,
+    path: Vec<Seg<'p>>,
+    depth: usize,
+}
+
+/// Renders protobuf `input` of message plan `root` as JSON, appended to `out`.
+pub(crate) fn render(
+    plans: &Plans,
+    root: usize,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    opts: &Options,
+    findings: &mut Findings,
+) -> R<()> {
+    if opts.emit_defaults || plans.msgs[root].special {
+        return Err(Bail);
+    }
+    let mut r = JsonOut {
+        plans,
+        opts,
+        findings,
+        path: Vec::new(),
+        depth: 0,
+    };
+    r.message(root, input, out)
+}
+
+impl<'p> JsonOut<'p, '_> {
+    fn key(&self, field: &'p FieldPlan) -> &'p [u8] {
+        if self.opts.proto_field_names {
+            &field.proto_key
+        } else {
+            &field.json_key
+        }
+    }
+
+    fn path_segs(&self) -> Vec<PathSeg> {
+        self.path
+            .iter()
+            .map(|s| match s {
+                Seg::Field(f) => PathSeg::Field((*f).to_owned()),
+                Seg::Index(i) => PathSeg::Index(*i),
+                Seg::Key(k) => PathSeg::Key(k.clone()),
+            })
+            .collect()
+    }
+
+    fn message(&mut self, plan_idx: usize, bytes: &[u8], out: &mut Vec<u8>) -> R<()> {
+        let plans = self.plans;
+        let plan = &plans.msgs[plan_idx];
+        if plan.special {
+            return self.delegate(plan_idx, bytes, out);
+        }
+        self.depth += 1;
+        if self.depth > self.opts.max_depth {
+            return Err(Bail);
+        }
+        out.push(b'{');
+        let mut first = true;
+        let mut last_number = 0u32;
+        // The repeated or map field whose run is open, and whether its bracket is written.
+        let mut open: Option<usize> = None;
+        let mut open_written = false;
+        let mut index = 0usize;
+        let mut map_keys: HashSet<u64> = HashSet::new();
+        let mut oneofs = 0u64;
+        let unknown_at = self.findings.unknown_fields.len();
+        let mut unknown: Vec<u32> = Vec::new();
+        let mut r = Reader::new(bytes, 0);
+        while !r.is_empty() {
+            let (number, wt) = r.tag().map_err(|_| Bail)?;
+            let Some(fi) = plan.by_number(number) else {
+                r.skip(number, wt, self.opts.max_depth).map_err(|_| Bail)?;
+                if !unknown.contains(&number) {
+                    unknown.push(number);
+                }
+                continue;
+            };
+            let field = &plan.fields[fi];
+            if open != Some(fi) {
+                if let Some(o) = open.take()
+                    && open_written
+                {
+                    out.push(if plan.fields[o].card == Card::Map {
+                        b'}'
+                    } else {
+                        b']'
+                    });
+                }
+                if number <= last_number {
+                    return Err(Bail);
+                }
+                last_number = number;
+                if let Some(o) = field.oneof {
+                    if o >= 64 || oneofs & (1 << o) != 0 {
+                        return Err(Bail);
+                    }
+                    oneofs |= 1 << o;
+                }
+                if field.card != Card::Single {
+                    open = Some(fi);
+                    open_written = false;
+                    index = 0;
+                    map_keys.clear();
+                }
+            }
+            match field.card {
+                Card::Single => {
+                    if let Some(m) = field.message {
+                        if wt != wire::LEN {
+                            return Err(Bail);
+                        }
+                        let (sub, _) = r.len_delimited().map_err(|_| Bail)?;
+                        sep(out, &mut first);
+                        out.extend_from_slice(self.key(field));
+                        self.path.push(Seg::Field(&field.json_name));
+                        self.message(m, sub, out)?;
+                        self.path.pop();
+                    } else {
+                        let v = read_val(&field.kind, wt, &mut r)
+                            .map_err(|_| Bail)?
+                            .ok_or(Bail)?;
+                        if field.presence || !is_default(v) {
+                            sep(out, &mut first);
+                            out.extend_from_slice(self.key(field));
+                            self.value(field, v, out);
+                        }
+                    }
+                }
+                Card::List => {
+                    if let Some(m) = field.message {
+                        if wt != wire::LEN {
+                            return Err(Bail);
+                        }
+                        let (sub, _) = r.len_delimited().map_err(|_| Bail)?;
+                        self.open_list(field, &mut first, &mut open_written, index, out);
+                        self.path.push(Seg::Field(&field.json_name));
+                        self.path.push(Seg::Index(index));
+                        self.message(m, sub, out)?;
+                        self.path.pop();
+                        self.path.pop();
+                        index += 1;
+                    } else if wt == wire::LEN && is_packable(&field.kind) {
+                        let (packed, _) = r.len_delimited().map_err(|_| Bail)?;
+                        let mut pr = Reader::new(packed, 0);
+                        let pwt = packable_wire_type(&field.kind);
+                        while !pr.is_empty() {
+                            let v = read_val(&field.kind, pwt, &mut pr)
+                                .map_err(|_| Bail)?
+                                .ok_or(Bail)?;
+                            self.open_list(field, &mut first, &mut open_written, index, out);
+                            self.value(field, v, out);
+                            index += 1;
+                        }
+                    } else {
+                        let v = read_val(&field.kind, wt, &mut r)
+                            .map_err(|_| Bail)?
+                            .ok_or(Bail)?;
+                        self.open_list(field, &mut first, &mut open_written, index, out);
+                        self.value(field, v, out);
+                        index += 1;
+                    }
+                }
+                Card::Map => {
+                    if wt != wire::LEN {
+                        return Err(Bail);
+                    }
+                    let (entry, _) = r.len_delimited().map_err(|_| Bail)?;
+                    if !open_written {
+                        sep(out, &mut first);
+                        out.extend_from_slice(self.key(field));
+                        out.push(b'{');
+                        open_written = true;
+                    } else {
+                        out.push(b',');
+                    }
+                    self.map_entry(field, entry, &mut map_keys, out)?;
+                }
+            }
+        }
+        if let Some(o) = open
+            && open_written
+        {
+            out.push(if plan.fields[o].card == Card::Map {
+                b'}'
+            } else {
+                b']'
+            });
+        }
+        out.push(b'}');
+        if !unknown.is_empty() {
+            // The reference reports a message's own unknown fields before its children's.
+            let path = crate::error::format_path(&self.path_segs());
+            let mine = unknown.into_iter().map(|number| UnknownField {
+                path: path.clone(),
+                number,
+            });
+            self.findings
+                .unknown_fields
+                .splice(unknown_at..unknown_at, mine);
+        }
+        self.depth -= 1;
+        Ok(())
+    }
+
+    #[inline]
+    fn open_list(
+        &self,
+        field: &'p FieldPlan,
+        first: &mut bool,
+        written: &mut bool,
+        index: usize,
+        out: &mut Vec<u8>,
+    ) {
+        if !*written {
+            sep(out, first);
+            out.extend_from_slice(self.key(field));
+            out.push(b'[');
+            *written = true;
+        } else if index > 0 {
+            out.push(b',');
+        }
+    }
+
+    fn map_entry(
+        &mut self,
+        field: &'p FieldPlan,
+        entry: &[u8],
+        keys: &mut HashSet<u64>,
+        out: &mut Vec<u8>,
+    ) -> R<()> {
+        let (Some(key_kind), Some((value_kind, value_plan))) = (&field.map_key, &field.map_value)
+        else {
+            return Err(Bail);
+        };
+        let mut key: Option<Val<'_>> = None;
+        let mut value: Option<Val<'_>> = None;
+        let mut value_msg: Option<&[u8]> = None;
+        let mut r = Reader::new(entry, 0);
+        while !r.is_empty() {
+            let (n, wt) = r.tag().map_err(|_| Bail)?;
+            match n {
+                1 if key.is_none() => {
+                    key = Some(
+                        read_val(key_kind, wt, &mut r)
+                            .map_err(|_| Bail)?
+                            .ok_or(Bail)?,
+                    )
+                }
+                2 if value.is_none() && value_msg.is_none() => {
+                    if value_plan.is_some() {
+                        if wt != wire::LEN {
+                            return Err(Bail);
+                        }
+                        value_msg = Some(r.len_delimited().map_err(|_| Bail)?.0);
+                    } else {
+                        value = Some(
+                            read_val(value_kind, wt, &mut r)
+                                .map_err(|_| Bail)?
+                                .ok_or(Bail)?,
+                        );
+                    }
+                }
+                _ => return Err(Bail),
+            }
+        }
+        let key_text = match key {
+            Some(Val::Str(s)) => s.to_owned(),
+            Some(Val::I32(x) | Val::Enum(x)) => x.to_string(),
+            Some(Val::I64(x)) => x.to_string(),
+            Some(Val::U32(x)) => x.to_string(),
+            Some(Val::U64(x)) => x.to_string(),
+            Some(Val::Bool(b)) => b.to_string(),
+            Some(_) => return Err(Bail),
+            None => match key_kind {
+                prost_reflect::Kind::String => String::new(),
+                prost_reflect::Kind::Bool => "false".to_owned(),
+                _ => "0".to_owned(),
+            },
+        };
+        if !keys.insert(fnv(key_text.as_bytes())) {
+            return Err(Bail);
+        }
+        write_str(out, &key_text);
+        out.push(b':');
+        match value_plan {
+            Some(m) => {
+                self.path.push(Seg::Field(&field.json_name));
+                self.path.push(Seg::Key(key_text));
+                self.message(*m, value_msg.unwrap_or(&[]), out)?;
+                self.path.pop();
+                self.path.pop();
+            }
+            None => {
+                let v = match value {
+                    Some(v) => v,
+                    None => default_val(value_kind).ok_or(Bail)?,
+                };
+                self.value(field, v, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands a well-known type to the reference renderer.
+    fn delegate(&mut self, plan_idx: usize, bytes: &[u8], out: &mut Vec<u8>) -> R<()> {
+        let desc = &self.plans.msgs[plan_idx].desc;
+        let path = self.path_segs();
+        let tree = crate::decode::Renderer::at(self.opts, self.findings, path, self.depth)
+            .message(desc, bytes, 0)
+            .map_err(|_| Bail)?;
+        crate::json::write(&tree, out);
+        Ok(())
+    }
+
+    #[inline]
+    fn value(&self, field: &FieldPlan, v: Val<'_>, out: &mut Vec<u8>) {
+        let mut ib = itoa::Buffer::new();
+        match v {
+            Val::I32(x) => out.extend_from_slice(ib.format(x).as_bytes()),
+            Val::U32(x) => out.extend_from_slice(ib.format(x).as_bytes()),
+            Val::I64(x) => {
+                out.push(b'"');
+                out.extend_from_slice(ib.format(x).as_bytes());
+                out.push(b'"');
+            }
+            Val::U64(x) => {
+                out.push(b'"');
+                out.extend_from_slice(ib.format(x).as_bytes());
+                out.push(b'"');
+            }
+            Val::F32(x) => write_f32(out, x),
+            Val::F64(x) => write_f64(out, x),
+            Val::Bool(true) => out.extend_from_slice(b"true"),
+            Val::Bool(false) => out.extend_from_slice(b"false"),
+            Val::Str(s) => write_str(out, s),
+            Val::Bytes(b) => write_bytes(out, b),
+            Val::Enum(n) => {
+                if self.opts.enum_numbers {
+                    out.extend_from_slice(ib.format(n).as_bytes());
+                } else if field.enum_is_null_value {
+                    out.extend_from_slice(b"null");
+                } else {
+                    match field.enum_names.get(&n) {
+                        Some(name) => out.extend_from_slice(name),
+                        None => out.extend_from_slice(ib.format(n).as_bytes()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[inline]
+fn sep(out: &mut Vec<u8>, first: &mut bool) {
+    if *first {
+        *first = false;
+    } else {
+        out.push(b',');
+    }
+}
+
+fn is_default(v: Val<'_>) -> bool {
+    match v {
+        Val::I32(x) | Val::Enum(x) => x == 0,
+        Val::I64(x) => x == 0,
+        Val::U32(x) => x == 0,
+        Val::U64(x) => x == 0,
+        Val::F32(x) => x.to_bits() == 0,
+        Val::F64(x) => x.to_bits() == 0,
+        Val::Bool(x) => !x,
+        Val::Str(x) => x.is_empty(),
+        Val::Bytes(x) => x.is_empty(),
+    }
+}
+
+fn default_val(kind: &prost_reflect::Kind) -> Option<Val<'static>> {
+    use prost_reflect::Kind;
+    Some(match kind {
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Val::I32(0),
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Val::I64(0),
+        Kind::Uint32 | Kind::Fixed32 => Val::U32(0),
+        Kind::Uint64 | Kind::Fixed64 => Val::U64(0),
+        Kind::Float => Val::F32(0.0),
+        Kind::Double => Val::F64(0.0),
+        Kind::Bool => Val::Bool(false),
+        Kind::String => Val::Str(""),
+        Kind::Bytes => Val::Bytes(&[]),
+        Kind::Enum(_) => Val::Enum(0),
+        Kind::Message(_) => return None,
+    })
+}
+
+/// FNV-1a, to remember map keys without keeping them.
+fn fnv(b: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &c in b {
+        h = (h ^ c as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}

@@ -1,0 +1,242 @@
+//! Per-message plans, built once when the schema loads: fields by JSON key and by number,
+//! pre-encoded tags, pre-escaped output keys, enum names.
+
+use std::collections::HashMap;
+
+use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
+
+use crate::encode::{has_special_json, is_wrapper};
+use crate::scalar;
+use crate::wire;
+
+/// All plans of a pool, indexed by message.
+pub(crate) struct Plans {
+    pub(crate) msgs: Vec<MsgPlan>,
+    by_name: HashMap<String, usize>,
+}
+
+pub(crate) struct MsgPlan {
+    pub(crate) desc: MessageDescriptor,
+    /// A well-known type with its own JSON form: handled by the reference path.
+    pub(crate) special: bool,
+    /// Fields in declaration order.
+    pub(crate) fields: Vec<FieldPlan>,
+    /// Field index by JSON key (json_name and proto name).
+    by_key: HashMap<Box<[u8]>, usize>,
+    /// Field index + 1 by field number, for numbers up to `dense.len()`.
+    dense: Vec<u16>,
+    sparse: HashMap<u32, usize>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Card {
+    Single,
+    List,
+    Map,
+}
+
+pub(crate) struct FieldPlan {
+    pub(crate) number: u32,
+    pub(crate) json_name: String,
+    pub(crate) kind: Kind,
+    pub(crate) card: Card,
+    pub(crate) packed: bool,
+    pub(crate) presence: bool,
+    /// Index of the (non-synthetic) oneof it belongs to.
+    pub(crate) oneof: Option<usize>,
+    /// The message plan of a message field (for maps: of the entry).
+    pub(crate) message: Option<usize>,
+    /// For maps: key and value kinds, and the value's message plan.
+    pub(crate) map_key: Option<Kind>,
+    pub(crate) map_value: Option<(Kind, Option<usize>)>,
+    /// The tag as written (LEN for packed lists, strings, messages, map entries).
+    pub(crate) tag: Vec<u8>,
+    /// `"jsonName":` and `"proto_name":`, escaped.
+    pub(crate) json_key: Vec<u8>,
+    pub(crate) proto_key: Vec<u8>,
+    /// Values whose `null` is not simply "unset" (Value, NullValue): the reference decides.
+    pub(crate) null_is_value: bool,
+    /// Enum value names, quoted, by number (for enum fields and enum map values).
+    pub(crate) enum_names: HashMap<i32, Vec<u8>>,
+    pub(crate) enum_is_null_value: bool,
+}
+
+impl Plans {
+    pub(crate) fn build(pool: &DescriptorPool) -> Plans {
+        let descs: Vec<MessageDescriptor> = pool.all_messages().collect();
+        let by_name: HashMap<String, usize> = descs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.full_name().to_owned(), i))
+            .collect();
+        let msgs = descs.iter().map(|d| MsgPlan::build(d, &by_name)).collect();
+        Plans { msgs, by_name }
+    }
+
+    pub(crate) fn index(&self, full_name: &str) -> Option<usize> {
+        self.by_name.get(full_name).copied()
+    }
+}
+
+fn is_value_kind(kind: &Kind) -> bool {
+    match kind {
+        Kind::Message(m) => m.full_name() == "google.protobuf.Value",
+        Kind::Enum(e) => e.full_name() == "google.protobuf.NullValue",
+        _ => false,
+    }
+}
+
+fn quoted_key(name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(name.len() + 3);
+    crate::json::write_str(&mut k, name);
+    k.push(b':');
+    k
+}
+
+fn enum_names(kind: &Kind) -> HashMap<i32, Vec<u8>> {
+    let mut names = HashMap::new();
+    if let Kind::Enum(e) = kind {
+        for v in e.values() {
+            // The first name of an aliased number wins, as EnumDescriptor::get_value does.
+            names.entry(v.number()).or_insert_with(|| {
+                let mut q = Vec::new();
+                crate::json::write_str(&mut q, v.name());
+                q
+            });
+        }
+    }
+    names
+}
+
+impl MsgPlan {
+    fn build(desc: &MessageDescriptor, by_name: &HashMap<String, usize>) -> MsgPlan {
+        let special = is_wrapper(desc) || has_special_json(desc.full_name());
+        let oneofs: Vec<String> = desc
+            .oneofs()
+            .filter(|o| !o.is_synthetic())
+            .map(|o| o.full_name().to_owned())
+            .collect();
+        let plan_of = |m: &MessageDescriptor| by_name.get(m.full_name()).copied();
+        let mut fields = Vec::new();
+        for f in desc.fields() {
+            fields.push(field_plan(&f, &oneofs, &plan_of));
+        }
+        let mut by_key = HashMap::new();
+        for (i, f) in desc.fields().enumerate() {
+            by_key.insert(f.name().as_bytes().into(), i);
+        }
+        // json_name wins over a proto name that happens to equal another field's json_name,
+        // as the reference looks json_name up first.
+        for (i, f) in desc.fields().enumerate() {
+            by_key.insert(f.json_name().as_bytes().into(), i);
+        }
+        let max = fields.iter().map(|f| f.number).max().unwrap_or(0);
+        let (dense, sparse) = if max <= 1024 {
+            let mut d = vec![0u16; max as usize + 1];
+            for (i, f) in fields.iter().enumerate() {
+                d[f.number as usize] = i as u16 + 1;
+            }
+            (d, HashMap::new())
+        } else {
+            (
+                Vec::new(),
+                fields
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| (f.number, i))
+                    .collect(),
+            )
+        };
+        MsgPlan {
+            desc: desc.clone(),
+            special,
+            fields,
+            by_key,
+            dense,
+            sparse,
+        }
+    }
+
+    /// The field a JSON key names; `hint` (the field after the previous one) is tried first.
+    #[inline]
+    pub(crate) fn by_key(&self, key: &[u8], hint: usize) -> Option<usize> {
+        if let Some(f) = self.fields.get(hint)
+            && f.json_name.as_bytes() == key
+        {
+            return Some(hint);
+        }
+        self.by_key.get(key).copied()
+    }
+
+    #[inline]
+    pub(crate) fn by_number(&self, number: u32) -> Option<usize> {
+        if let Some(&i) = self.dense.get(number as usize) {
+            return if i == 0 { None } else { Some(i as usize - 1) };
+        }
+        self.sparse.get(&number).copied()
+    }
+}
+
+fn field_plan(
+    f: &FieldDescriptor,
+    oneofs: &[String],
+    plan_of: &dyn Fn(&MessageDescriptor) -> Option<usize>,
+) -> FieldPlan {
+    let kind = f.kind();
+    let card = if f.is_map() {
+        Card::Map
+    } else if f.is_list() {
+        Card::List
+    } else {
+        Card::Single
+    };
+    let packed = card == Card::List && f.is_packed();
+    let (message, map_key, map_value) = match (&kind, card) {
+        (Kind::Message(entry), Card::Map) => {
+            let v = entry.map_entry_value_field().kind();
+            let vp = match &v {
+                Kind::Message(m) => plan_of(m),
+                _ => None,
+            };
+            (
+                plan_of(entry),
+                Some(entry.map_entry_key_field().kind()),
+                Some((v, vp)),
+            )
+        }
+        (Kind::Message(m), _) => (plan_of(m), None, None),
+        _ => (None, None, None),
+    };
+    let wt = if packed || card == Card::Map {
+        wire::LEN
+    } else {
+        scalar::wire_type(&kind)
+    };
+    let mut tag = Vec::new();
+    wire::put_tag(&mut tag, f.number(), wt);
+    let value_kind = map_value.as_ref().map_or(&kind, |(k, _)| k);
+    let null_is_value = is_value_kind(value_kind);
+    let enum_is_null_value =
+        matches!(value_kind, Kind::Enum(e) if e.full_name() == "google.protobuf.NullValue");
+    FieldPlan {
+        number: f.number(),
+        json_name: f.json_name().to_owned(),
+        card,
+        packed,
+        presence: f.supports_presence(),
+        oneof: f
+            .containing_oneof()
+            .filter(|o| !o.is_synthetic())
+            .and_then(|o| oneofs.iter().position(|n| n == o.full_name())),
+        message,
+        map_key,
+        tag,
+        json_key: quoted_key(f.json_name()),
+        proto_key: quoted_key(f.name()),
+        null_is_value,
+        enum_names: enum_names(value_kind),
+        enum_is_null_value,
+        map_value,
+        kind,
+    }
+}
