@@ -191,7 +191,10 @@ impl Schema {
             && let Some(plan) = self.plans.index(desc.full_name())
         {
             let start = out.len();
-            if crate::direct::json_in::encode(&self.plans, plan, input, out, opts).is_ok() {
+            if crate::direct::json_src::JsonSrc::new(input)
+                .and_then(|src| crate::direct::encode::encode(&self.plans, plan, src, out, opts))
+                .is_ok()
+            {
                 return Ok(crate::Findings::default());
             }
             out.truncate(start);

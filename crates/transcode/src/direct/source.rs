@@ -1,0 +1,30 @@
+//! What the direct encoder needs of an input format: objects, arrays, keys, scalars, and the
+//! raw bytes of one value (handed to the reference path for well-known types).
+
+use super::Bail;
+use crate::scalar::Lit;
+
+pub(crate) type R<T> = Result<T, Bail>;
+
+pub(crate) trait Source<'a> {
+    /// Enters an object (JSON `{`, a MessagePack map).
+    fn object(&mut self) -> R<()>;
+    /// The next key of the current object without escapes, or `None` at its end.
+    fn next_key(&mut self) -> R<Option<&'a [u8]>>;
+    /// Enters an array.
+    fn array(&mut self) -> R<()>;
+    /// True if another element of the current array follows (consumes the separator or end).
+    fn next_element(&mut self) -> R<bool>;
+    /// True if the next value is null (not consumed).
+    fn peek_null(&mut self) -> bool;
+    /// Consumes a null.
+    fn null(&mut self) -> R<()>;
+    /// One scalar value; strings may borrow a scratch buffer.
+    fn scalar(&mut self) -> R<Lit<'_>>;
+    /// Skips one value and returns its bytes.
+    fn capture(&mut self) -> R<&'a [u8]>;
+    /// Parses captured bytes with the format's reference parser.
+    fn tree(&self, bytes: &[u8], max_containers: usize) -> R<crate::tree::In>;
+    /// After the root value: nothing but whitespace may follow.
+    fn finish(&mut self) -> R<()>;
+}
