@@ -187,14 +187,19 @@ impl Schema {
         out: &mut Vec<u8>,
         opts: &crate::Options,
     ) -> Result<crate::Findings, crate::Error> {
-        if from == crate::Format::Json
-            && let Some(plan) = self.plans.index(desc.full_name())
-        {
+        if let Some(plan) = self.plans.index(desc.full_name()) {
+            use crate::direct::{encode::encode, json_src::JsonSrc, msgpack_src::MsgpackSrc};
             let start = out.len();
-            if crate::direct::json_src::JsonSrc::new(input)
-                .and_then(|src| crate::direct::encode::encode(&self.plans, plan, src, out, opts))
-                .is_ok()
-            {
+            let done = match from {
+                crate::Format::Json => {
+                    JsonSrc::new(input).and_then(|src| encode(&self.plans, plan, src, out, opts))
+                }
+                crate::Format::Msgpack => {
+                    encode(&self.plans, plan, MsgpackSrc::new(input), out, opts)
+                }
+                crate::Format::Protobuf => Err(crate::direct::Bail),
+            };
+            if done.is_ok() {
                 return Ok(crate::Findings::default());
             }
             out.truncate(start);
@@ -211,20 +216,86 @@ impl Schema {
         out: &mut Vec<u8>,
         opts: &crate::Options,
     ) -> Result<crate::Findings, crate::Error> {
-        if to == crate::Format::Json
-            && let Some(plan) = self.plans.index(desc.full_name())
-        {
+        if let Some(plan) = self.plans.index(desc.full_name()) {
+            use crate::direct::{render::render, sink};
             let start = out.len();
             let mut findings = crate::Findings::default();
-            if crate::direct::json_out::render(&self.plans, plan, input, out, opts, &mut findings)
-                .is_ok()
-            {
+            let done = match to {
+                crate::Format::Json => render(
+                    sink::Json,
+                    &self.plans,
+                    plan,
+                    input,
+                    out,
+                    opts,
+                    &mut findings,
+                ),
+                crate::Format::Msgpack => render(
+                    sink::Msgpack,
+                    &self.plans,
+                    plan,
+                    input,
+                    out,
+                    opts,
+                    &mut findings,
+                ),
+                crate::Format::Protobuf => Err(crate::direct::Bail),
+            };
+            if done.is_ok() {
                 return Ok(findings);
             }
             out.truncate(start);
         }
         crate::reference::from_protobuf(desc, to, input, out, opts)
     }
+    /// The direct transcoder alone: `None` where it would hand over to the reference path.
+    /// For tests that check the fast path is really taken.
+    #[doc(hidden)]
+    pub fn direct_only(
+        &self,
+        desc: &MessageDescriptor,
+        from: crate::Format,
+        to: crate::Format,
+        input: &[u8],
+        opts: &crate::Options,
+    ) -> Option<Vec<u8>> {
+        use crate::Format::*;
+        use crate::direct::{
+            encode::encode, json_src::JsonSrc, msgpack_src::MsgpackSrc, render::render, sink,
+        };
+        let plan = self.plans.index(desc.full_name())?;
+        let mut out = Vec::new();
+        let mut findings = crate::Findings::default();
+        let done = match (from, to) {
+            (Json, Protobuf) => {
+                JsonSrc::new(input).and_then(|src| encode(&self.plans, plan, src, &mut out, opts))
+            }
+            (Msgpack, Protobuf) => {
+                encode(&self.plans, plan, MsgpackSrc::new(input), &mut out, opts)
+            }
+            (Protobuf, Json) => render(
+                sink::Json,
+                &self.plans,
+                plan,
+                input,
+                &mut out,
+                opts,
+                &mut findings,
+            ),
+            (Protobuf, Msgpack) => render(
+                sink::Msgpack,
+                &self.plans,
+                plan,
+                input,
+                &mut out,
+                opts,
+                &mut findings,
+            ),
+            _ => return None,
+        };
+        done.ok().map(|()| out)
+    }
+
     /// Converts between any two formats through protobuf; findings of both halves merged.
     pub fn convert(
         &self,

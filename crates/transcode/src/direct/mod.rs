@@ -9,9 +9,11 @@
 //! two to identical output.
 
 pub(crate) mod encode;
-pub(crate) mod json_out;
 pub(crate) mod json_src;
+pub(crate) mod msgpack_src;
 pub(crate) mod plan;
+pub(crate) mod render;
+pub(crate) mod sink;
 pub(crate) mod source;
 
 /// "Let the reference path do this one."

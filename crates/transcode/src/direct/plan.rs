@@ -54,10 +54,13 @@ pub(crate) struct FieldPlan {
     /// `"jsonName":` and `"proto_name":`, escaped.
     pub(crate) json_key: Vec<u8>,
     pub(crate) proto_key: Vec<u8>,
+    /// The same names as MessagePack strings.
+    pub(crate) mp_json_key: Vec<u8>,
+    pub(crate) mp_proto_key: Vec<u8>,
     /// Values whose `null` is not simply "unset" (Value, NullValue): the reference decides.
     pub(crate) null_is_value: bool,
-    /// Enum value names, quoted, by number (for enum fields and enum map values).
-    pub(crate) enum_names: HashMap<i32, Vec<u8>>,
+    /// Enum value names by number (for enum fields and enum map values).
+    pub(crate) enum_names: HashMap<i32, String>,
     pub(crate) enum_is_null_value: bool,
 }
 
@@ -93,16 +96,22 @@ fn quoted_key(name: &str) -> Vec<u8> {
     k
 }
 
-fn enum_names(kind: &Kind) -> HashMap<i32, Vec<u8>> {
+fn mp_key(name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(name.len() + 2);
+    let _ = rmp::encode::write_str(&mut k, name);
+    k
+}
+
+fn enum_names(kind: &Kind) -> HashMap<i32, String> {
     let mut names = HashMap::new();
     if let Kind::Enum(e) = kind {
+        // The name EnumDescriptor::get_value gives for each number (the first of aliases).
         for v in e.values() {
-            // The first name of an aliased number wins, as EnumDescriptor::get_value does.
-            names.entry(v.number()).or_insert_with(|| {
-                let mut q = Vec::new();
-                crate::json::write_str(&mut q, v.name());
-                q
-            });
+            if let Some(first) = e.get_value(v.number()) {
+                names
+                    .entry(v.number())
+                    .or_insert_with(|| first.name().to_owned());
+            }
         }
     }
     names
@@ -233,6 +242,8 @@ fn field_plan(
         tag,
         json_key: quoted_key(f.json_name()),
         proto_key: quoted_key(f.name()),
+        mp_json_key: mp_key(f.json_name()),
+        mp_proto_key: mp_key(f.name()),
         null_is_value,
         enum_names: enum_names(value_kind),
         enum_is_null_value,

@@ -1,5 +1,5 @@
-//! Protobuf wire bytes → JSON, written straight from one scan of the bytes, counting unknown
-//! fields as it goes. Wire data in canonical order (fields by increasing number, each repeated
+//! Protobuf wire bytes → JSON or MessagePack, written straight from one scan of the bytes,
+//! counting unknown fields as it goes. Wire data in canonical order (fields by increasing number, each repeated
 //! field in one run, no singular field twice, one member per oneof, no duplicate map keys) is
 //! rendered here; anything else — and every error — makes it give up with [`Bail`] so the
 //! reference path renders (or rejects) the whole message instead.
@@ -8,9 +8,9 @@ use std::collections::HashSet;
 
 use super::Bail;
 use super::plan::{Card, FieldPlan, Plans};
+use super::sink::Sink;
 use crate::decode::{Val, is_packable, packable_wire_type, read_val};
 use crate::error::PathSeg;
-use crate::json::{write_bytes, write_f32, write_f64, write_str};
 use crate::wire::{self, Reader};
 use crate::{Findings, Options, UnknownField};
 
@@ -23,7 +23,8 @@ enum Seg<'p> {
     Key(String),
 }
 
-struct JsonOut<'p, 'f> {
+struct Renderer<'p, 'f, K> {
+    sink: K,
     plans: &'p Plans,
     opts: &'p Options,
     findings: &'f mut Findings,
@@ -31,8 +32,9 @@ struct JsonOut<'p, 'f> {
     depth: usize,
 }
 
-/// Renders protobuf `input` of message plan `root` as JSON, appended to `out`.
-pub(crate) fn render(
+/// Renders protobuf `input` of message plan `root` with `sink`'s format, appended to `out`.
+pub(crate) fn render<K: Sink>(
+    sink: K,
     plans: &Plans,
     root: usize,
     input: &[u8],
@@ -43,7 +45,8 @@ pub(crate) fn render(
     if opts.emit_defaults || plans.msgs[root].special {
         return Err(Bail);
     }
-    let mut r = JsonOut {
+    let mut r = Renderer {
+        sink,
         plans,
         opts,
         findings,
@@ -53,15 +56,7 @@ pub(crate) fn render(
     r.message(root, input, out)
 }
 
-impl<'p> JsonOut<'p, '_> {
-    fn key(&self, field: &'p FieldPlan) -> &'p [u8] {
-        if self.opts.proto_field_names {
-            &field.proto_key
-        } else {
-            &field.json_key
-        }
-    }
-
+impl<'p, K: Sink> Renderer<'p, '_, K> {
     fn path_segs(&self) -> Vec<PathSeg> {
         self.path
             .iter()
@@ -83,13 +78,15 @@ impl<'p> JsonOut<'p, '_> {
         if self.depth > self.opts.max_depth {
             return Err(Bail);
         }
-        out.push(b'{');
-        let mut first = true;
+        let names = self.opts.proto_field_names;
+        let object = self.sink.begin_object(out);
+        let mut count = 0usize;
         let mut last_number = 0u32;
-        // The repeated or map field whose run is open, and whether its bracket is written.
+        // The repeated or map field whose run is open, where its container starts once
+        // written, and how many elements it has.
         let mut open: Option<usize> = None;
-        let mut open_written = false;
-        let mut index = 0usize;
+        let mut container: Option<usize> = None;
+        let mut elems = 0usize;
         let mut map_keys: HashSet<u64> = HashSet::new();
         let mut oneofs = 0u64;
         let unknown_at = self.findings.unknown_fields.len();
@@ -106,14 +103,8 @@ impl<'p> JsonOut<'p, '_> {
             };
             let field = &plan.fields[fi];
             if open != Some(fi) {
-                if let Some(o) = open.take()
-                    && open_written
-                {
-                    out.push(if plan.fields[o].card == Card::Map {
-                        b'}'
-                    } else {
-                        b']'
-                    });
+                if let Some(o) = open.take() {
+                    self.close(&plan.fields[o], container.take(), elems, out);
                 }
                 if number <= last_number {
                     return Err(Bail);
@@ -127,8 +118,7 @@ impl<'p> JsonOut<'p, '_> {
                 }
                 if field.card != Card::Single {
                     open = Some(fi);
-                    open_written = false;
-                    index = 0;
+                    elems = 0;
                     map_keys.clear();
                 }
             }
@@ -139,8 +129,8 @@ impl<'p> JsonOut<'p, '_> {
                             return Err(Bail);
                         }
                         let (sub, _) = r.len_delimited().map_err(|_| Bail)?;
-                        sep(out, &mut first);
-                        out.extend_from_slice(self.key(field));
+                        self.sink.key(out, field, names, count);
+                        count += 1;
                         self.path.push(Seg::Field(&field.json_name));
                         self.message(m, sub, out)?;
                         self.path.pop();
@@ -149,9 +139,9 @@ impl<'p> JsonOut<'p, '_> {
                             .map_err(|_| Bail)?
                             .ok_or(Bail)?;
                         if field.presence || !is_default(v) {
-                            sep(out, &mut first);
-                            out.extend_from_slice(self.key(field));
-                            self.value(field, v, out);
+                            self.sink.key(out, field, names, count);
+                            count += 1;
+                            self.sink.value(out, field, v, self.opts.enum_numbers);
                         }
                     }
                 }
@@ -161,13 +151,13 @@ impl<'p> JsonOut<'p, '_> {
                             return Err(Bail);
                         }
                         let (sub, _) = r.len_delimited().map_err(|_| Bail)?;
-                        self.open_list(field, &mut first, &mut open_written, index, out);
+                        self.element(field, &mut container, &mut count, elems, out);
                         self.path.push(Seg::Field(&field.json_name));
-                        self.path.push(Seg::Index(index));
+                        self.path.push(Seg::Index(elems));
                         self.message(m, sub, out)?;
                         self.path.pop();
                         self.path.pop();
-                        index += 1;
+                        elems += 1;
                     } else if wt == wire::LEN && is_packable(&field.kind) {
                         let (packed, _) = r.len_delimited().map_err(|_| Bail)?;
                         let mut pr = Reader::new(packed, 0);
@@ -176,17 +166,17 @@ impl<'p> JsonOut<'p, '_> {
                             let v = read_val(&field.kind, pwt, &mut pr)
                                 .map_err(|_| Bail)?
                                 .ok_or(Bail)?;
-                            self.open_list(field, &mut first, &mut open_written, index, out);
-                            self.value(field, v, out);
-                            index += 1;
+                            self.element(field, &mut container, &mut count, elems, out);
+                            self.sink.value(out, field, v, self.opts.enum_numbers);
+                            elems += 1;
                         }
                     } else {
                         let v = read_val(&field.kind, wt, &mut r)
                             .map_err(|_| Bail)?
                             .ok_or(Bail)?;
-                        self.open_list(field, &mut first, &mut open_written, index, out);
-                        self.value(field, v, out);
-                        index += 1;
+                        self.element(field, &mut container, &mut count, elems, out);
+                        self.sink.value(out, field, v, self.opts.enum_numbers);
+                        elems += 1;
                     }
                 }
                 Card::Map => {
@@ -194,28 +184,20 @@ impl<'p> JsonOut<'p, '_> {
                         return Err(Bail);
                     }
                     let (entry, _) = r.len_delimited().map_err(|_| Bail)?;
-                    if !open_written {
-                        sep(out, &mut first);
-                        out.extend_from_slice(self.key(field));
-                        out.push(b'{');
-                        open_written = true;
-                    } else {
-                        out.push(b',');
+                    if container.is_none() {
+                        self.sink.key(out, field, names, count);
+                        count += 1;
+                        container = Some(self.sink.begin_map(out));
                     }
-                    self.map_entry(field, entry, &mut map_keys, out)?;
+                    self.map_entry(field, entry, &mut map_keys, elems, out)?;
+                    elems += 1;
                 }
             }
         }
-        if let Some(o) = open
-            && open_written
-        {
-            out.push(if plan.fields[o].card == Card::Map {
-                b'}'
-            } else {
-                b']'
-            });
+        if let Some(o) = open {
+            self.close(&plan.fields[o], container, elems, out);
         }
-        out.push(b'}');
+        self.sink.end_object(out, object, count);
         if !unknown.is_empty() {
             // The reference reports a message's own unknown fields before its children's.
             let path = crate::error::format_path(&self.path_segs());
@@ -231,22 +213,33 @@ impl<'p> JsonOut<'p, '_> {
         Ok(())
     }
 
+    /// Before a list element: the key and the array's start on the first one.
     #[inline]
-    fn open_list(
+    fn element(
         &self,
-        field: &'p FieldPlan,
-        first: &mut bool,
-        written: &mut bool,
+        field: &FieldPlan,
+        container: &mut Option<usize>,
+        count: &mut usize,
         index: usize,
         out: &mut Vec<u8>,
     ) {
-        if !*written {
-            sep(out, first);
-            out.extend_from_slice(self.key(field));
-            out.push(b'[');
-            *written = true;
-        } else if index > 0 {
-            out.push(b',');
+        if container.is_none() {
+            self.sink
+                .key(out, field, self.opts.proto_field_names, *count);
+            *count += 1;
+            *container = Some(self.sink.begin_array(out));
+        }
+        self.sink.element(out, index);
+    }
+
+    /// Ends an open list or map (an empty run wrote nothing, not even its key).
+    fn close(&self, field: &FieldPlan, container: Option<usize>, elems: usize, out: &mut Vec<u8>) {
+        if let Some(mark) = container {
+            if field.card == Card::Map {
+                self.sink.end_map(out, mark, elems);
+            } else {
+                self.sink.end_array(out, mark, elems);
+            }
         }
     }
 
@@ -255,6 +248,7 @@ impl<'p> JsonOut<'p, '_> {
         field: &'p FieldPlan,
         entry: &[u8],
         keys: &mut HashSet<u64>,
+        index: usize,
         out: &mut Vec<u8>,
     ) -> R<()> {
         let (Some(key_kind), Some((value_kind, value_plan))) = (&field.map_key, &field.map_value)
@@ -309,8 +303,7 @@ impl<'p> JsonOut<'p, '_> {
         if !keys.insert(fnv(key_text.as_bytes())) {
             return Err(Bail);
         }
-        write_str(out, &key_text);
-        out.push(b':');
+        self.sink.map_key(out, &key_text, index);
         match value_plan {
             Some(m) => {
                 self.path.push(Seg::Field(&field.json_name));
@@ -324,7 +317,7 @@ impl<'p> JsonOut<'p, '_> {
                     Some(v) => v,
                     None => default_val(value_kind).ok_or(Bail)?,
                 };
-                self.value(field, v, out);
+                self.sink.value(out, field, v, self.opts.enum_numbers);
             }
         }
         Ok(())
@@ -337,54 +330,8 @@ impl<'p> JsonOut<'p, '_> {
         let tree = crate::decode::Renderer::at(self.opts, self.findings, path, self.depth)
             .message(desc, bytes, 0)
             .map_err(|_| Bail)?;
-        crate::json::write(&tree, out);
+        self.sink.tree(out, &tree);
         Ok(())
-    }
-
-    #[inline]
-    fn value(&self, field: &FieldPlan, v: Val<'_>, out: &mut Vec<u8>) {
-        let mut ib = itoa::Buffer::new();
-        match v {
-            Val::I32(x) => out.extend_from_slice(ib.format(x).as_bytes()),
-            Val::U32(x) => out.extend_from_slice(ib.format(x).as_bytes()),
-            Val::I64(x) => {
-                out.push(b'"');
-                out.extend_from_slice(ib.format(x).as_bytes());
-                out.push(b'"');
-            }
-            Val::U64(x) => {
-                out.push(b'"');
-                out.extend_from_slice(ib.format(x).as_bytes());
-                out.push(b'"');
-            }
-            Val::F32(x) => write_f32(out, x),
-            Val::F64(x) => write_f64(out, x),
-            Val::Bool(true) => out.extend_from_slice(b"true"),
-            Val::Bool(false) => out.extend_from_slice(b"false"),
-            Val::Str(s) => write_str(out, s),
-            Val::Bytes(b) => write_bytes(out, b),
-            Val::Enum(n) => {
-                if self.opts.enum_numbers {
-                    out.extend_from_slice(ib.format(n).as_bytes());
-                } else if field.enum_is_null_value {
-                    out.extend_from_slice(b"null");
-                } else {
-                    match field.enum_names.get(&n) {
-                        Some(name) => out.extend_from_slice(name),
-                        None => out.extend_from_slice(ib.format(n).as_bytes()),
-                    }
-                }
-            }
-        }
-    }
-}
-
-#[inline]
-fn sep(out: &mut Vec<u8>, first: &mut bool) {
-    if *first {
-        *first = false;
-    } else {
-        out.push(b',');
     }
 }
 

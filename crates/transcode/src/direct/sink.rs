@@ -1,0 +1,253 @@
+//! What the direct renderer needs of an output format: objects, arrays, maps, keys, values,
+//! and writing a tree rendered by the reference path (well-known types).
+
+use super::plan::FieldPlan;
+use crate::decode::Val;
+use crate::json::{write_bytes, write_f32, write_f64, write_str};
+use crate::tree::Out;
+
+pub(crate) trait Sink {
+    /// Starts an object; returns a mark for `end_object`.
+    fn begin_object(&self, out: &mut Vec<u8>) -> usize;
+    /// Ends an object of `count` fields.
+    fn end_object(&self, out: &mut Vec<u8>, mark: usize, count: usize);
+    /// A field's key; `count` fields were written before it.
+    fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool, count: usize);
+    fn begin_array(&self, out: &mut Vec<u8>) -> usize;
+    fn end_array(&self, out: &mut Vec<u8>, mark: usize, count: usize);
+    /// Before element `index` of an array.
+    fn element(&self, out: &mut Vec<u8>, index: usize);
+    fn begin_map(&self, out: &mut Vec<u8>) -> usize;
+    fn end_map(&self, out: &mut Vec<u8>, mark: usize, count: usize);
+    /// The key of entry `index` of a map field.
+    fn map_key(&self, out: &mut Vec<u8>, key: &str, index: usize);
+    /// A scalar value of `field` (an enum's name from the plan).
+    fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Val<'_>, enum_numbers: bool);
+    /// A subtree the reference path rendered.
+    fn tree(&self, out: &mut Vec<u8>, tree: &Out);
+}
+
+/// JSON, as `crate::json` writes it.
+pub(crate) struct Json;
+
+impl Sink for Json {
+    #[inline]
+    fn begin_object(&self, out: &mut Vec<u8>) -> usize {
+        out.push(b'{');
+        0
+    }
+
+    #[inline]
+    fn end_object(&self, out: &mut Vec<u8>, _: usize, _: usize) {
+        out.push(b'}');
+    }
+
+    #[inline]
+    fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool, count: usize) {
+        if count > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(if proto_names {
+            &field.proto_key
+        } else {
+            &field.json_key
+        });
+    }
+
+    #[inline]
+    fn begin_array(&self, out: &mut Vec<u8>) -> usize {
+        out.push(b'[');
+        0
+    }
+
+    #[inline]
+    fn end_array(&self, out: &mut Vec<u8>, _: usize, _: usize) {
+        out.push(b']');
+    }
+
+    #[inline]
+    fn element(&self, out: &mut Vec<u8>, index: usize) {
+        if index > 0 {
+            out.push(b',');
+        }
+    }
+
+    fn begin_map(&self, out: &mut Vec<u8>) -> usize {
+        self.begin_object(out)
+    }
+
+    fn end_map(&self, out: &mut Vec<u8>, mark: usize, count: usize) {
+        self.end_object(out, mark, count)
+    }
+
+    fn map_key(&self, out: &mut Vec<u8>, key: &str, index: usize) {
+        if index > 0 {
+            out.push(b',');
+        }
+        write_str(out, key);
+        out.push(b':');
+    }
+
+    #[inline]
+    fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Val<'_>, enum_numbers: bool) {
+        let mut ib = itoa::Buffer::new();
+        match v {
+            Val::I32(x) => out.extend_from_slice(ib.format(x).as_bytes()),
+            Val::U32(x) => out.extend_from_slice(ib.format(x).as_bytes()),
+            Val::I64(x) => {
+                out.push(b'"');
+                out.extend_from_slice(ib.format(x).as_bytes());
+                out.push(b'"');
+            }
+            Val::U64(x) => {
+                out.push(b'"');
+                out.extend_from_slice(ib.format(x).as_bytes());
+                out.push(b'"');
+            }
+            Val::F32(x) => write_f32(out, x),
+            Val::F64(x) => write_f64(out, x),
+            Val::Bool(true) => out.extend_from_slice(b"true"),
+            Val::Bool(false) => out.extend_from_slice(b"false"),
+            Val::Str(s) => write_str(out, s),
+            Val::Bytes(b) => write_bytes(out, b),
+            Val::Enum(n) => {
+                if enum_numbers {
+                    out.extend_from_slice(ib.format(n).as_bytes());
+                } else if field.enum_is_null_value {
+                    out.extend_from_slice(b"null");
+                } else {
+                    match field.enum_names.get(&n) {
+                        Some(name) => write_str(out, name),
+                        None => out.extend_from_slice(ib.format(n).as_bytes()),
+                    }
+                }
+            }
+        }
+    }
+
+    fn tree(&self, out: &mut Vec<u8>, tree: &Out) {
+        crate::json::write(tree, out);
+    }
+}
+
+/// MessagePack, as `crate::msgpack` writes it: containers get the smallest header, so the
+/// header is reserved as one byte and widened at the end if the count needs it.
+pub(crate) struct Msgpack;
+
+/// Writes a container header for `count` at `mark` (one byte reserved there).
+fn patch_header(out: &mut Vec<u8>, mark: usize, count: usize, fix: u8, m16: u8, m32: u8) {
+    if count < 16 {
+        out[mark] = fix | count as u8;
+        return;
+    }
+    let (head, extra): ([u8; 5], usize) = if count < 0x1_0000 {
+        let c = (count as u16).to_be_bytes();
+        ([m16, c[0], c[1], 0, 0], 2)
+    } else {
+        let c = (count as u32).to_be_bytes();
+        ([m32, c[0], c[1], c[2], c[3]], 4)
+    };
+    let end = out.len();
+    out.resize(end + extra, 0);
+    out.copy_within(mark + 1..end, mark + 1 + extra);
+    out[mark..=mark + extra].copy_from_slice(&head[..=extra]);
+}
+
+impl Sink for Msgpack {
+    #[inline]
+    fn begin_object(&self, out: &mut Vec<u8>) -> usize {
+        out.push(0x80);
+        out.len() - 1
+    }
+
+    #[inline]
+    fn end_object(&self, out: &mut Vec<u8>, mark: usize, count: usize) {
+        patch_header(out, mark, count, 0x80, 0xde, 0xdf);
+    }
+
+    #[inline]
+    fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool, _: usize) {
+        out.extend_from_slice(if proto_names {
+            &field.mp_proto_key
+        } else {
+            &field.mp_json_key
+        });
+    }
+
+    #[inline]
+    fn begin_array(&self, out: &mut Vec<u8>) -> usize {
+        out.push(0x90);
+        out.len() - 1
+    }
+
+    #[inline]
+    fn end_array(&self, out: &mut Vec<u8>, mark: usize, count: usize) {
+        patch_header(out, mark, count, 0x90, 0xdc, 0xdd);
+    }
+
+    #[inline]
+    fn element(&self, _: &mut Vec<u8>, _: usize) {}
+
+    fn begin_map(&self, out: &mut Vec<u8>) -> usize {
+        self.begin_object(out)
+    }
+
+    fn end_map(&self, out: &mut Vec<u8>, mark: usize, count: usize) {
+        self.end_object(out, mark, count)
+    }
+
+    fn map_key(&self, out: &mut Vec<u8>, key: &str, _: usize) {
+        let _ = rmp::encode::write_str(out, key);
+    }
+
+    #[inline]
+    fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Val<'_>, enum_numbers: bool) {
+        use rmp::encode;
+        // Writing into a Vec cannot fail. The same calls as crate::msgpack::write.
+        let _ = match v {
+            Val::I32(x) => encode::write_sint(out, x as i64).map(drop).map_err(drop),
+            Val::U32(x) => encode::write_uint(out, x as u64).map(drop).map_err(drop),
+            Val::I64(x) => encode::write_sint(out, x).map(drop).map_err(drop),
+            Val::U64(x) => encode::write_uint(out, x).map(drop).map_err(drop),
+            Val::F32(x) => encode::write_f32(out, x).map_err(drop),
+            Val::F64(x) => encode::write_f64(out, x).map_err(drop),
+            Val::Bool(b) => encode::write_bool(out, b).map_err(drop),
+            Val::Str(s) => encode::write_str(out, s).map_err(drop),
+            Val::Bytes(b) => encode::write_bin(out, b).map_err(drop),
+            Val::Enum(n) => {
+                if enum_numbers {
+                    encode::write_sint(out, n as i64).map(drop).map_err(drop)
+                } else if field.enum_is_null_value {
+                    encode::write_nil(out).map_err(drop)
+                } else {
+                    match field.enum_names.get(&n) {
+                        Some(name) => encode::write_str(out, name).map_err(drop),
+                        None => encode::write_sint(out, n as i64).map(drop).map_err(drop),
+                    }
+                }
+            }
+        };
+    }
+
+    fn tree(&self, out: &mut Vec<u8>, tree: &Out) {
+        crate::msgpack::write(tree, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_widen_like_rmp() {
+        for count in [0usize, 15, 16, 65_535, 65_536] {
+            let mut out = vec![0xaa, 0x80];
+            out.extend(std::iter::repeat_n(0x01u8, count));
+            patch_header(&mut out, 1, count, 0x80, 0xde, 0xdf);
+            let mut want = vec![0xaa];
+            rmp::encode::write_map_len(&mut want, count as u32).unwrap();
+            want.extend(std::iter::repeat_n(0x01u8, count));
+            assert_eq!(out, want, "{count}");
+        }
+    }
+}
