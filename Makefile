@@ -35,6 +35,7 @@ lint:
 bench:
 	python3 bench/gen_bodies.py target/bench-bodies
 	$(CARGO) bench -p protogate-transcode --bench transcode
+	$(CARGO) bench -p protogate-transcode --bench allocs
 
 clean:
 	$(CARGO) clean

@@ -91,7 +91,25 @@ fn bench(c: &mut Criterion) {
                 .expect("converts")
             })
         });
+        g.bench_function("json -> protobuf (baseline: DynamicMessage)", |b| {
+            b.iter(|| {
+                let mut de = serde_json::Deserializer::from_slice(black_box(&json));
+                let m = prost_reflect::DynamicMessage::deserialize(desc.clone(), &mut de)
+                    .expect("parses");
+                out.clear();
+                prost::Message::encode(&m, &mut out).expect("encodes");
+            })
+        });
         g.throughput(Throughput::Bytes(rendered.len() as u64));
+        g.bench_function("protobuf -> json (baseline: DynamicMessage)", |b| {
+            b.iter(|| {
+                let m =
+                    prost_reflect::DynamicMessage::decode(desc.clone(), black_box(pb.as_slice()))
+                        .expect("decodes");
+                out.clear();
+                serde_json::to_writer(&mut out, &m).expect("renders");
+            })
+        });
         g.bench_function("protobuf -> json (direct)", |b| {
             b.iter(|| {
                 out.clear();
@@ -114,7 +132,7 @@ fn bench(c: &mut Criterion) {
             })
         });
         g.throughput(Throughput::Bytes(mp.len() as u64));
-        g.bench_function("msgpack -> protobuf", |b| {
+        g.bench_function("msgpack -> protobuf (direct)", |b| {
             b.iter(|| {
                 out.clear();
                 schema
@@ -122,7 +140,36 @@ fn bench(c: &mut Criterion) {
                     .expect("converts")
             })
         });
-        g.bench_function("protobuf -> msgpack", |b| {
+        let mp_opts = prost_reflect::SerializeOptions::new().stringify_64_bit_integers(false);
+        g.bench_function(
+            "msgpack -> protobuf (baseline: DynamicMessage + rmp-serde)",
+            |b| {
+                b.iter(|| {
+                    let mut de = rmp_serde::Deserializer::new(black_box(mp.as_slice()));
+                    let m = prost_reflect::DynamicMessage::deserialize(desc.clone(), &mut de)
+                        .expect("parses");
+                    out.clear();
+                    prost::Message::encode(&m, &mut out).expect("encodes");
+                })
+            },
+        );
+        g.bench_function(
+            "protobuf -> msgpack (baseline: DynamicMessage + rmp-serde)",
+            |b| {
+                b.iter(|| {
+                    let m = prost_reflect::DynamicMessage::decode(
+                        desc.clone(),
+                        black_box(pb.as_slice()),
+                    )
+                    .expect("decodes");
+                    out.clear();
+                    let mut ser = rmp_serde::Serializer::new(&mut out).with_struct_map();
+                    m.serialize_with_options(&mut ser, &mp_opts)
+                        .expect("renders");
+                })
+            },
+        );
+        g.bench_function("protobuf -> msgpack (direct)", |b| {
             b.iter(|| {
                 out.clear();
                 schema

@@ -1,0 +1,94 @@
+//! Allocations per conversion on the shared workloads, counted by a wrapping global allocator.
+//! Buffers are reused across conversions, as the gateway does; the count is what one request
+//! costs once warm. Run with `make bench` (after the bodies exist).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use transcode::{Format, Options, Schema};
+
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator; only counts.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn count(mut f: impl FnMut()) -> (u64, u64) {
+    f(); // warm: buffers grow to size once
+    let (a, b) = (ALLOCS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed));
+    const RUNS: u64 = 5;
+    for _ in 0..RUNS {
+        f();
+    }
+    ((ALLOCS.load(Ordering::Relaxed) - a) / RUNS, (BYTES.load(Ordering::Relaxed) - b) / RUNS)
+}
+
+fn main() {
+    let dir = std::env::var("PROTOGATE_BENCH_BODIES")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench-bodies").to_owned());
+    let proto_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/bench");
+    let schema = Schema::compile(&["bench.proto".to_owned()], move |n| std::fs::read_to_string(format!("{proto_dir}/{n}")).ok())
+        .expect("bench.proto");
+    let opts = Options::default();
+    println!("| workload | path | JSON → protobuf | protobuf → JSON | msgpack → protobuf | protobuf → msgpack |");
+    println!("|---|---|---|---|---|---|");
+    for (name, message) in [
+        ("Order", "bench.v1.Order"),
+        ("RecordList_1000", "bench.v1.RecordList"),
+        ("RecordList_10000", "bench.v1.RecordList"),
+        ("LogBatch_1000", "bench.v1.LogBatch"),
+        ("LogBatch_50000", "bench.v1.LogBatch"),
+    ] {
+        let json = std::fs::read(format!("{dir}/{name}.json")).expect("bodies (run `make bench`)");
+        let desc = schema.message(message).expect("message");
+        let mut pb = Vec::new();
+        schema.to_protobuf(&desc, Format::Json, &json, &mut pb, &opts).unwrap();
+        let mut mp = Vec::new();
+        schema.from_protobuf(&desc, Format::Msgpack, &pb, &mut mp, &opts).unwrap();
+        let mut out = Vec::new();
+        let mut row = |path: &str, direct: bool| {
+            let mut cell = |from: Format, to: Format, input: &[u8]| {
+                let (n, bytes) = count(|| {
+                    out.clear();
+                    let r = match (direct, from) {
+                        (true, Format::Protobuf) => schema.from_protobuf(&desc, to, input, &mut out, &opts),
+                        (true, _) => schema.to_protobuf(&desc, from, input, &mut out, &opts),
+                        (false, Format::Protobuf) => transcode::reference::from_protobuf(&desc, to, input, &mut out, &opts),
+                        (false, _) => transcode::reference::to_protobuf(&desc, from, input, &mut out, &opts),
+                    };
+                    r.expect("converts");
+                });
+                format!("{n} ({} KiB)", bytes / 1024)
+            };
+            let cells = [
+                cell(Format::Json, Format::Protobuf, &json),
+                cell(Format::Protobuf, Format::Json, &pb),
+                cell(Format::Msgpack, Format::Protobuf, &mp),
+                cell(Format::Protobuf, Format::Msgpack, &pb),
+            ];
+            println!("| {name} | {path} | {} |", cells.join(" | "));
+        };
+        row("direct", true);
+        row("reference", false);
+    }
+}
