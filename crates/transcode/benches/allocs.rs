@@ -35,22 +35,33 @@ static GLOBAL: Counting = Counting;
 
 fn count(mut f: impl FnMut()) -> (u64, u64) {
     f(); // warm: buffers grow to size once
-    let (a, b) = (ALLOCS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed));
+    let (a, b) = (
+        ALLOCS.load(Ordering::Relaxed),
+        BYTES.load(Ordering::Relaxed),
+    );
     const RUNS: u64 = 5;
     for _ in 0..RUNS {
         f();
     }
-    ((ALLOCS.load(Ordering::Relaxed) - a) / RUNS, (BYTES.load(Ordering::Relaxed) - b) / RUNS)
+    (
+        (ALLOCS.load(Ordering::Relaxed) - a) / RUNS,
+        (BYTES.load(Ordering::Relaxed) - b) / RUNS,
+    )
 }
 
 fn main() {
-    let dir = std::env::var("PROTOGATE_BENCH_BODIES")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench-bodies").to_owned());
+    let dir = std::env::var("PROTOGATE_BENCH_BODIES").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench-bodies").to_owned()
+    });
     let proto_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/bench");
-    let schema = Schema::compile(&["bench.proto".to_owned()], move |n| std::fs::read_to_string(format!("{proto_dir}/{n}")).ok())
-        .expect("bench.proto");
+    let schema = Schema::compile(&["bench.proto".to_owned()], move |n| {
+        std::fs::read_to_string(format!("{proto_dir}/{n}")).ok()
+    })
+    .expect("bench.proto");
     let opts = Options::default();
-    println!("| workload | path | JSON → protobuf | protobuf → JSON | msgpack → protobuf | protobuf → msgpack |");
+    println!(
+        "| workload | path | JSON → protobuf | protobuf → JSON | msgpack → protobuf | protobuf → msgpack |"
+    );
     println!("|---|---|---|---|---|---|");
     for (name, message) in [
         ("Order", "bench.v1.Order"),
@@ -62,19 +73,29 @@ fn main() {
         let json = std::fs::read(format!("{dir}/{name}.json")).expect("bodies (run `make bench`)");
         let desc = schema.message(message).expect("message");
         let mut pb = Vec::new();
-        schema.to_protobuf(&desc, Format::Json, &json, &mut pb, &opts).unwrap();
+        schema
+            .to_protobuf(&desc, Format::Json, &json, &mut pb, &opts)
+            .unwrap();
         let mut mp = Vec::new();
-        schema.from_protobuf(&desc, Format::Msgpack, &pb, &mut mp, &opts).unwrap();
+        schema
+            .from_protobuf(&desc, Format::Msgpack, &pb, &mut mp, &opts)
+            .unwrap();
         let mut out = Vec::new();
         let mut row = |path: &str, direct: bool| {
             let mut cell = |from: Format, to: Format, input: &[u8]| {
                 let (n, bytes) = count(|| {
                     out.clear();
                     let r = match (direct, from) {
-                        (true, Format::Protobuf) => schema.from_protobuf(&desc, to, input, &mut out, &opts),
+                        (true, Format::Protobuf) => {
+                            schema.from_protobuf(&desc, to, input, &mut out, &opts)
+                        }
                         (true, _) => schema.to_protobuf(&desc, from, input, &mut out, &opts),
-                        (false, Format::Protobuf) => transcode::reference::from_protobuf(&desc, to, input, &mut out, &opts),
-                        (false, _) => transcode::reference::to_protobuf(&desc, from, input, &mut out, &opts),
+                        (false, Format::Protobuf) => {
+                            transcode::reference::from_protobuf(&desc, to, input, &mut out, &opts)
+                        }
+                        (false, _) => {
+                            transcode::reference::to_protobuf(&desc, from, input, &mut out, &opts)
+                        }
                     };
                     r.expect("converts");
                 });

@@ -10,15 +10,20 @@ fn main() {
     let (direction, workload, runs) = match args.as_slice() {
         [_, d, w, n] => (d.clone(), w.clone(), n.parse::<usize>().expect("runs")),
         _ => {
-            eprintln!("usage: profile json-to-protobuf|protobuf-to-json|msgpack-to-protobuf|protobuf-to-msgpack|floor|reference-json-to-protobuf|reference-protobuf-to-json WORKLOAD RUNS");
+            eprintln!(
+                "usage: profile json-to-protobuf|protobuf-to-json|msgpack-to-protobuf|protobuf-to-msgpack|floor|reference-json-to-protobuf|reference-protobuf-to-json WORKLOAD RUNS"
+            );
             std::process::exit(2);
         }
     };
-    let dir = std::env::var("PROTOGATE_BENCH_BODIES")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench-bodies").to_owned());
+    let dir = std::env::var("PROTOGATE_BENCH_BODIES").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench-bodies").to_owned()
+    });
     let proto_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/bench");
-    let schema = Schema::compile(&["bench.proto".to_owned()], move |n| std::fs::read_to_string(format!("{proto_dir}/{n}")).ok())
-        .expect("bench.proto");
+    let schema = Schema::compile(&["bench.proto".to_owned()], move |n| {
+        std::fs::read_to_string(format!("{proto_dir}/{n}")).ok()
+    })
+    .expect("bench.proto");
     let message = match workload.split('_').next() {
         Some("Order") => "bench.v1.Order",
         Some("RecordList") => "bench.v1.RecordList",
@@ -29,27 +34,53 @@ fn main() {
     let json = std::fs::read(format!("{dir}/{workload}.json")).expect("bodies (run `make bench`)");
     let opts = Options::default();
     let mut pb = Vec::new();
-    schema.to_protobuf(&desc, Format::Json, &json, &mut pb, &opts).unwrap();
+    schema
+        .to_protobuf(&desc, Format::Json, &json, &mut pb, &opts)
+        .unwrap();
     let mut mp = Vec::new();
-    schema.from_protobuf(&desc, Format::Msgpack, &pb, &mut mp, &opts).unwrap();
+    schema
+        .from_protobuf(&desc, Format::Msgpack, &pb, &mut mp, &opts)
+        .unwrap();
     let mut out = Vec::new();
     for _ in 0..runs {
         out.clear();
         match direction.as_str() {
-            "json-to-protobuf" => drop(schema.to_protobuf(&desc, Format::Json, &json, &mut out, &opts).unwrap()),
-            "protobuf-to-json" => drop(schema.from_protobuf(&desc, Format::Json, &pb, &mut out, &opts).unwrap()),
-            "msgpack-to-protobuf" => drop(schema.to_protobuf(&desc, Format::Msgpack, &mp, &mut out, &opts).unwrap()),
-            "protobuf-to-msgpack" => drop(schema.from_protobuf(&desc, Format::Msgpack, &pb, &mut out, &opts).unwrap()),
-            "reference-json-to-protobuf" => {
-                drop(transcode::reference::to_protobuf(&desc, Format::Json, &json, &mut out, &opts).unwrap())
-            }
-            "reference-protobuf-to-json" => {
-                drop(transcode::reference::from_protobuf(&desc, Format::Json, &pb, &mut out, &opts).unwrap())
-            }
+            "json-to-protobuf" => drop(
+                schema
+                    .to_protobuf(&desc, Format::Json, &json, &mut out, &opts)
+                    .unwrap(),
+            ),
+            "protobuf-to-json" => drop(
+                schema
+                    .from_protobuf(&desc, Format::Json, &pb, &mut out, &opts)
+                    .unwrap(),
+            ),
+            "msgpack-to-protobuf" => drop(
+                schema
+                    .to_protobuf(&desc, Format::Msgpack, &mp, &mut out, &opts)
+                    .unwrap(),
+            ),
+            "protobuf-to-msgpack" => drop(
+                schema
+                    .from_protobuf(&desc, Format::Msgpack, &pb, &mut out, &opts)
+                    .unwrap(),
+            ),
+            "reference-json-to-protobuf" => drop(
+                transcode::reference::to_protobuf(&desc, Format::Json, &json, &mut out, &opts)
+                    .unwrap(),
+            ),
+            "reference-protobuf-to-json" => drop(
+                transcode::reference::from_protobuf(&desc, Format::Json, &pb, &mut out, &opts)
+                    .unwrap(),
+            ),
             "floor" => drop(serde_json::from_slice::<serde::de::IgnoredAny>(&json).unwrap()),
             other => panic!("unknown direction {other}"),
         }
         std::hint::black_box(&out);
     }
-    println!("{} JSON bytes x {runs} runs = {}", json.len(), json.len() * runs);
+    println!(
+        "{} JSON bytes x {runs} runs = {}",
+        json.len(),
+        json.len() * runs
+    );
 }

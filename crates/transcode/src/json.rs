@@ -245,45 +245,101 @@ fn float32_text(x: f32) -> String {
     }
 }
 
-/// A JSON string literal: `"` and `\` escaped, control characters as `\n`-style or `\u00XX`.
+/// Index of the first byte of `b` that a JSON string cannot hold as is (`"`, `\\`, or a
+/// control character), or `b.len()`. Eight bytes at a time: the lowest flagged byte of each
+/// word is exact (borrows only start at flagged bytes).
+#[inline]
+pub(crate) fn json_special(b: &[u8]) -> usize {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while i + 8 <= b.len() {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[i..i + 8]);
+        let w = u64::from_le_bytes(a);
+        let q = w ^ (LO * b'"' as u64);
+        let s = w ^ (LO * b'\\' as u64);
+        let m = ((q.wrapping_sub(LO) & !q)
+            | (s.wrapping_sub(LO) & !s)
+            | (w.wrapping_sub(LO * 0x20) & !w))
+            & HI;
+        if m != 0 {
+            return i + (m.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < b.len() {
+        let c = b[i];
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            return i;
+        }
+        i += 1;
+    }
+    b.len()
+}
+
+/// A JSON string literal: `"` and `\\` escaped, control characters as `\n`-style or `\u00XX`.
 pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        if esc.is_empty() {
-            out.extend_from_slice(&[
+    let mut rest = s.as_bytes();
+    loop {
+        let n = json_special(rest);
+        out.extend_from_slice(&rest[..n]);
+        let Some(&b) = rest.get(n) else { break };
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            _ => out.extend_from_slice(&[
                 b'\\',
                 b'u',
                 b'0',
                 b'0',
                 HEX[(b >> 4) as usize],
                 HEX[(b & 15) as usize],
-            ]);
-        } else {
-            out.extend_from_slice(esc);
+            ]),
         }
-        start = i + 1;
+        rest = &rest[n + 1..];
     }
-    out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn json_special_finds_the_first_special_byte() {
+        let naive = |b: &[u8]| {
+            b.iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                .unwrap_or(b.len())
+        };
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for len in 0..200usize {
+            for _ in 0..50 {
+                let v: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        // Mostly ordinary bytes (including >= 0x80), sometimes special ones.
+                        match x % 40 {
+                            0 => b'"',
+                            1 => b'\\',
+                            2 => (x >> 8) as u8 % 0x20,
+                            _ => 0x20 + (x >> 8) as u8 % 0xe0,
+                        }
+                    })
+                    .collect();
+                assert_eq!(super::json_special(&v), naive(&v), "{v:?}");
+            }
+        }
+    }
+
     use super::*;
 
     #[test]

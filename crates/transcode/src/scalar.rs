@@ -181,9 +181,23 @@ pub(crate) fn put_field(out: &mut Vec<u8>, number: u32, kind: &Kind, s: Scalar<'
     if !always && is_default(s) {
         return;
     }
-    let wt = wire_type(kind);
-    put_tag(out, number, wt);
-    if wt == wire::LEN {
+    put_tag(out, number, wire_type(kind));
+    put_untagged(out, kind, s);
+}
+
+/// [`put_field`] with the tag already encoded (the direct path keeps it in its plan).
+#[inline]
+pub(crate) fn put_tagged(out: &mut Vec<u8>, tag: &[u8], kind: &Kind, s: Scalar<'_>, always: bool) {
+    if !always && is_default(s) {
+        return;
+    }
+    out.extend_from_slice(tag);
+    put_untagged(out, kind, s);
+}
+
+#[inline]
+fn put_untagged(out: &mut Vec<u8>, kind: &Kind, s: Scalar<'_>) {
+    if wire_type(kind) == wire::LEN {
         let b = match s {
             Scalar::Str(v) => v.as_bytes(),
             Scalar::Bytes(v) => v,

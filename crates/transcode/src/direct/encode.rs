@@ -82,7 +82,7 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
             match field.card {
                 Card::Single => match field.message {
                     Some(m) => self.message_field(&field.tag, m, out)?,
-                    None => self.scalar_field(field.number, &field.kind, field.presence, out)?,
+                    None => self.scalar_field(&field.tag, &field.kind, field.presence, out)?,
                 },
                 Card::List => self.list(field, out)?,
                 Card::Map => self.map(field, out)?,
@@ -96,16 +96,16 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
     #[inline]
     fn scalar_field(
         &mut self,
-        number: u32,
+        tag: &[u8],
         kind: &prost_reflect::Kind,
         always: bool,
         out: &mut Vec<u8>,
     ) -> R<()> {
         let lit = self.src.scalar()?;
         match scalar::convert(kind, &lit, false).map_err(|_| Bail)? {
-            Converted::Value(s) => scalar::put_field(out, number, kind, s, always),
+            Converted::Value(s) => scalar::put_tagged(out, tag, kind, s, always),
             Converted::OwnedBytes(b) => {
-                scalar::put_field(out, number, kind, Scalar::Bytes(&b), always)
+                scalar::put_tagged(out, tag, kind, Scalar::Bytes(&b), always)
             }
             Converted::Skip => return Err(Bail),
         }
@@ -165,7 +165,7 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
             }
             match field.message {
                 Some(m) => self.message_field(&field.tag, m, out)?,
-                None => self.scalar_field(field.number, &field.kind, true, out)?,
+                None => self.scalar_field(&field.tag, &field.kind, true, out)?,
             }
         }
         Ok(())
@@ -195,7 +195,10 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
             scalar::put_field(out, 1, key_kind, k, true);
             match value_plan {
                 Some(m) => self.message_field(&MAP_VALUE_TAG, *m, out)?,
-                None => self.scalar_field(2, value_kind, true, out)?,
+                None => {
+                    let tag = [0x10 | scalar::wire_type(value_kind)];
+                    self.scalar_field(&tag, value_kind, true, out)?
+                }
             }
             patch_len(out, len_at);
         }

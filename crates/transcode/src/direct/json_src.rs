@@ -3,9 +3,12 @@
 
 use super::Bail;
 use super::source::{R, Source};
+use crate::json::json_special;
 use crate::scalar::Lit;
 
 pub(crate) struct JsonSrc<'a> {
+    /// The input, validated as UTF-8 once; strings are slices of it.
+    text: &'a str,
     input: &'a [u8],
     pos: usize,
     /// Per open object or array: no key or element read yet.
@@ -17,8 +20,9 @@ pub(crate) struct JsonSrc<'a> {
 impl<'a> JsonSrc<'a> {
     pub(crate) fn new(input: &'a [u8]) -> R<JsonSrc<'a>> {
         // Valid UTF-8 once for the whole text: every string slice is then a valid &str.
-        std::str::from_utf8(input).map_err(|_| Bail)?;
+        let text = std::str::from_utf8(input).map_err(|_| Bail)?;
         let mut s = JsonSrc {
+            text,
             input,
             pos: 0,
             first: Vec::new(),
@@ -45,11 +49,8 @@ impl<'a> JsonSrc<'a> {
         }
         let start = self.pos + 1;
         let rest = &self.input[start..];
-        let len = rest
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-            .ok_or(Bail)?;
-        if rest[len] != b'"' {
+        let len = json_special(rest);
+        if rest.get(len) != Some(&b'"') {
             return Err(Bail);
         }
         self.pos = start + len + 1;
@@ -109,21 +110,17 @@ impl<'a> JsonSrc<'a> {
     fn string(&mut self) -> R<Option<&'a str>> {
         let start = self.pos + 1;
         let rest = &self.input[start..];
-        let len = rest
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-            .ok_or(Bail)?;
-        match rest[len] {
-            b'"' => {
+        let len = json_special(rest);
+        match rest.get(len) {
+            Some(b'"') => {
                 self.pos = start + len + 1;
-                // The whole input is valid UTF-8 and a quote ends no multi-byte character.
-                let s = std::str::from_utf8(&rest[..len]).map_err(|_| Bail)?;
-                Ok(Some(s))
+                // ASCII quotes end no multi-byte character: the slice is on char boundaries.
+                Ok(Some(self.text.get(start..start + len).ok_or(Bail)?))
             }
-            b'\\' => {
+            Some(b'\\') => {
                 self.scratch.clear();
                 self.scratch
-                    .push_str(std::str::from_utf8(&rest[..len]).map_err(|_| Bail)?);
+                    .push_str(self.text.get(start..start + len).ok_or(Bail)?);
                 self.pos = start + len;
                 self.unescape_rest()?;
                 Ok(None)
@@ -180,12 +177,12 @@ impl<'a> JsonSrc<'a> {
                 0x00..=0x1f => return Err(Bail),
                 _ => {
                     let rest = &self.input[self.pos..];
-                    let n = rest
-                        .iter()
-                        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-                        .ok_or(Bail)?;
+                    let n = json_special(rest);
+                    if n == rest.len() {
+                        return Err(Bail);
+                    }
                     self.scratch
-                        .push_str(std::str::from_utf8(&rest[..n]).map_err(|_| Bail)?);
+                        .push_str(self.text.get(self.pos..self.pos + n).ok_or(Bail)?);
                     self.pos += n;
                 }
             }
@@ -244,8 +241,7 @@ impl<'a> JsonSrc<'a> {
             }
         }
         self.pos = i;
-        // Safe: ASCII digits and signs only.
-        let text = std::str::from_utf8(&b[start..i]).map_err(|_| Bail)?;
+        let text = self.text.get(start..i).ok_or(Bail)?;
         if !integral {
             let f: f64 = text.parse().map_err(|_| Bail)?;
             // serde_json rejects numbers out of the double range.
