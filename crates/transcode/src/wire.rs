@@ -69,7 +69,19 @@ impl<'a> Reader<'a> {
         Error::malformed_protobuf(self.offset(), msg)
     }
 
+    #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, Error> {
+        // One byte is the common case: tags of the first 15 fields, small lengths and values.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(b as u64);
+            }
+        }
+        self.varint_slow()
+    }
+
+    fn varint_slow(&mut self) -> Result<u64, Error> {
         let mut v: u64 = 0;
         for i in 0..10 {
             let Some(&b) = self.buf.get(self.pos) else {
@@ -118,6 +130,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a tag: (field number, wire type).
+    #[inline]
     pub(crate) fn tag(&mut self) -> Result<(u32, u8), Error> {
         let at = self.offset();
         let key = self.varint()?;
