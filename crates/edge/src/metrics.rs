@@ -2,16 +2,28 @@
 //! methods come from the schema (unknown paths count as `unknown`), formats and reasons are
 //! fixed words, codes are HTTP status codes.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use std::sync::Arc;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+/// A method name label: shared, so building a label set per request allocates nothing.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct MethodName(pub Arc<str>);
+
+impl EncodeLabelValue for MethodName {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&&*self.0, encoder)
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
-    pub method: String,
+    pub method: MethodName,
     pub request_format: &'static str,
     pub response_format: &'static str,
     /// The HTTP status code of the answer.
@@ -20,12 +32,12 @@ pub struct RequestLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabels {
-    pub method: String,
+    pub method: MethodName,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DowngradeLabels {
-    pub method: String,
+    pub method: MethodName,
     pub reason: &'static str,
 }
 

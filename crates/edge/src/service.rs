@@ -17,7 +17,7 @@ use crate::EdgeConfig;
 use crate::body::read_limited;
 use crate::downgrade::{Client, Downgrade, DowngradeLog, Reason};
 use crate::error::{Code, EdgeError};
-use crate::metrics::{DowngradeLabels, MethodLabels, Metrics, RequestLabels};
+use crate::metrics::{DowngradeLabels, MethodLabels, MethodName, Metrics, RequestLabels};
 use crate::negotiate::{self, Negotiated};
 use crate::upstream::Upstreams;
 
@@ -30,6 +30,8 @@ pub struct Edge {
     downgrades: DowngradeLog,
     status: MessageDescriptor,
     transcode: transcode::Options,
+    /// The method label of requests that name no method.
+    unknown_method: std::sync::Arc<str>,
 }
 
 /// One request's context: who asked, for what, in which formats, and what was downgraded.
@@ -60,6 +62,7 @@ impl Edge {
             downgrades,
             status,
             transcode: transcode::Options::default(),
+            unknown_method: "unknown".into(),
         })
     }
 
@@ -213,7 +216,7 @@ impl Edge {
         self.metrics
             .upstream_duration
             .get_or_create(&MethodLabels {
-                method: method.full_name.to_string(),
+                method: MethodName(method.full_name.clone()),
             })
             .observe(started.elapsed().as_secs_f64());
         let answer = match answer {
@@ -278,7 +281,7 @@ impl Edge {
             self.metrics
                 .downgrades
                 .get_or_create(&DowngradeLabels {
-                    method: method.full_name.to_string(),
+                    method: MethodName(method.full_name.clone()),
                     reason: reason.as_str(),
                 })
                 .inc();
@@ -396,13 +399,17 @@ impl Edge {
     /// Metrics and the per-request debug line: runs for every outcome.
     fn record(&self, ctx: &RequestCtx<'_>, status: StatusCode) {
         let method = ctx.method.map_or("unknown", |m| &*m.full_name);
+        let label = MethodName(
+            ctx.method
+                .map_or_else(|| self.unknown_method.clone(), |m| m.full_name.clone()),
+        );
         let (request_format, response_format) = ctx.formats.map_or(("unknown", "unknown"), |f| {
             (f.request.as_str(), f.response.as_str())
         });
         self.metrics
             .requests
             .get_or_create(&RequestLabels {
-                method: method.to_owned(),
+                method: label.clone(),
                 request_format,
                 response_format,
                 code: status.as_u16(),
@@ -411,9 +418,7 @@ impl Edge {
         let elapsed = ctx.start.elapsed();
         self.metrics
             .request_duration
-            .get_or_create(&MethodLabels {
-                method: method.to_owned(),
-            })
+            .get_or_create(&MethodLabels { method: label })
             .observe(elapsed.as_secs_f64());
         tracing::debug!(
             method,
