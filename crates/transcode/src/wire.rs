@@ -72,11 +72,11 @@ impl<'a> Reader<'a> {
     #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, Error> {
         // One byte is the common case: tags of the first 15 fields, small lengths and values.
-        if let Some(&b) = self.buf.get(self.pos) {
-            if b < 0x80 {
-                self.pos += 1;
-                return Ok(b as u64);
-            }
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(b as u64);
         }
         self.varint_slow()
     }
