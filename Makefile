@@ -6,7 +6,7 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 ORACLE_REQ := tests/oracle/requirements.txt
 
-.PHONY: demo test build lint bench oracle-env clean
+.PHONY: demo test build lint bench bench-e2e oracle-env clean
 
 demo:
 	$(CARGO) run --release -p protogate -- demo
@@ -36,6 +36,12 @@ bench:
 	python3 bench/gen_bodies.py target/bench-bodies
 	$(CARGO) bench -p protogate-transcode --bench transcode
 	$(CARGO) bench -p protogate-transcode --bench allocs
+
+# End to end on loopback: bench-backend (CPU 0) + the release gateway (CPU 1), loaded by wrk
+# (HTTP/1.1) and h2load (HTTP/2) on CPU 0, direct gRPC as the floor; ~4 min (E2E_DURATION=1: ~1.5).
+# Settings: bench/e2e.sh's header. Writes target/bench-e2e/results.md.
+bench-e2e:
+	bench/e2e.sh
 
 clean:
 	$(CARGO) clean
