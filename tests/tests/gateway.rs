@@ -928,3 +928,31 @@ async fn oversized_headers_are_refused() {
         .await;
     assert_eq!(a.status, 200);
 }
+
+#[tokio::test]
+async fn a_client_gone_mid_body_is_recorded_as_499() {
+    use tokio::io::AsyncWriteExt;
+    let backend = start_backend().await;
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), config()).await;
+    let mut stream = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    stream
+        .write_all(format!("POST {ECHO} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{{\"id\"").as_bytes())
+        .await
+        .unwrap();
+    drop(stream);
+    let http = Http::h1();
+    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="499"}"#;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = String::from_utf8_lossy(&http.get(gw.addr, "/metrics").await.body).into_owned();
+        if metric(&text, key) == 1.0 {
+            assert!(!text.contains(r#"code="400""#), "{text}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no 499 recorded:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -32,11 +32,9 @@ where
         let frame = match tokio::time::timeout(timeout, body.frame()).await {
             Err(_) => return Err(EdgeError::BodyTimeout),
             Ok(None) => break,
-            Ok(Some(Err(e))) => {
-                return Err(EdgeError::BadHeader(format!(
-                    "error reading the request body: {e}"
-                )));
-            }
+            // Framing errors and resets alike: the client is gone or broken, nobody reads
+            // an answer; recorded as 499, not as a bad request.
+            Ok(Some(Err(e))) => return Err(EdgeError::ClientClosed(e.to_string())),
             Ok(Some(Ok(frame))) => frame,
         };
         let Ok(data) = frame.into_data() else {

@@ -95,6 +95,8 @@ pub enum EdgeError {
     },
     /// The client stopped sending its body.
     BodyTimeout,
+    /// The client went away while sending its body (nobody reads the answer).
+    ClientClosed(String),
     /// The upstream could not be reached.
     Unavailable(String),
     /// The deadline passed before the upstream answered.
@@ -122,6 +124,7 @@ impl EdgeError {
             Streaming { .. } => (Code::Unimplemented, StatusCode::NOT_IMPLEMENTED),
             PayloadTooLarge { .. } => (Code::ResourceExhausted, StatusCode::PAYLOAD_TOO_LARGE),
             BodyTimeout => (Code::DeadlineExceeded, StatusCode::REQUEST_TIMEOUT),
+            ClientClosed(_) => (Code::Cancelled, Code::Cancelled.http_status()),
             Unavailable(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
             DeadlineExceeded => (Code::DeadlineExceeded, StatusCode::GATEWAY_TIMEOUT),
             Upstream { code, .. } => {
@@ -158,6 +161,10 @@ impl fmt::Display for EdgeError {
                 write!(f, "request body exceeds the limit of {limit} bytes")
             }
             BodyTimeout => f.write_str("timed out reading the request body"),
+            ClientClosed(cause) => write!(
+                f,
+                "the client closed the connection while sending the body: {cause}"
+            ),
             DeadlineExceeded => f.write_str("upstream did not answer before the deadline"),
             Upstream { message, .. } => f.write_str(message),
         }

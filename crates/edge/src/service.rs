@@ -193,7 +193,8 @@ impl Edge {
         .map_err(|e| fail(e, &head))?;
         let body = match formats.request {
             Format::Protobuf => {
-                transcode::validate_protobuf(&method.input, &body, &self.transcode)
+                self.schema
+                    .validate_protobuf(&method.input, &body, &self.transcode)
                     .map_err(|e| fail(EdgeError::BadBody(e), &head))?;
                 body
             }

@@ -131,7 +131,12 @@ fn random_and_mutated_input_never_panics() {
         out.clear();
         let _ = match format {
             Format::Protobuf => {
-                let _ = transcode::validate_protobuf(&ks, &input, &opts);
+                // The table-driven check and the descriptor-driven one agree.
+                assert_eq!(
+                    schema.validate_protobuf(&ks, &input, &opts).is_ok(),
+                    transcode::validate_protobuf(&ks, &input, &opts).is_ok(),
+                    "{input:?}"
+                );
                 schema
                     .from_protobuf(&ks, Format::Json, &input, &mut out, &opts)
                     .and_then(|_| {
