@@ -956,3 +956,39 @@ async fn a_client_gone_mid_body_is_recorded_as_499() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn malformed_protobuf_is_named_when_the_upstream_rejects_it() {
+    let backend = start_backend().await;
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), config()).await;
+    let http = Http::h1();
+    // parts[0].label (field 2 of Part) with invalid UTF-8: the upstream cannot decode it.
+    let body = vec![0x2a, 0x04, 0x12, 0x02, 0xff, 0xfe];
+    let a = http
+        .post(
+            gw.addr,
+            ECHO,
+            "application/x-protobuf",
+            &[("accept", "application/json")],
+            body.clone(),
+        )
+        .await;
+    assert_eq!(a.status, 400, "{:?}", String::from_utf8_lossy(&a.body));
+    let message = a.json()["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains("parts") && message.contains("UTF-8"),
+        "{message}"
+    );
+    // Pass-through is not second-guessed: an upstream that takes the bytes gets them.
+    let a = http
+        .post(
+            gw.addr,
+            RAW_ECHO,
+            "application/x-protobuf",
+            &[],
+            body.clone(),
+        )
+        .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.body.as_ref(), body.as_slice());
+}

@@ -192,12 +192,9 @@ impl Edge {
         .await
         .map_err(|e| fail(e, &head))?;
         let body = match formats.request {
-            Format::Protobuf => {
-                self.schema
-                    .validate_protobuf(&method.input, &body, &self.transcode)
-                    .map_err(|e| fail(EdgeError::BadBody(e), &head))?;
-                body
-            }
+            // Protobuf goes up as it came, unchecked: checking costs as much as the rest of
+            // the pass-through. A malformed body is diagnosed if the upstream fails on it.
+            Format::Protobuf => body,
             from => {
                 let mut out = Vec::with_capacity(body.len());
                 self.schema
@@ -210,6 +207,8 @@ impl Edge {
         // call_upstream
         let metadata = upstream_metadata(head.headers());
         let started = Instant::now();
+        // The request bytes are kept (a reference count, no copy) to diagnose a failure.
+        let sent = body.clone();
         let call = self
             .upstreams
             .unary(&method.service, &method.path, body, metadata, timeout);
@@ -233,6 +232,22 @@ impl Edge {
                 return Err(fail(EdgeError::DeadlineExceeded, &head));
             }
             Ok(Err(status)) => {
+                // An upstream that cannot decode a pass-through body answers INTERNAL (tonic,
+                // grpc-go) or INVALID_ARGUMENT: if the body is malformed, that is the client's
+                // error, and it is named as such.
+                if formats.request == Format::Protobuf
+                    && matches!(
+                        status.code(),
+                        tonic::Code::Internal | tonic::Code::InvalidArgument | tonic::Code::Unknown
+                    )
+                {
+                    if let Err(e) =
+                        self.schema
+                            .validate_protobuf(&method.input, &sent, &self.transcode)
+                    {
+                        return Err(fail(EdgeError::BadBody(e), &head));
+                    }
+                }
                 let mut extra = Request::new(());
                 *extra.headers_mut() = metadata_headers(status.metadata().clone().into_headers());
                 let details = (!status.details().is_empty())

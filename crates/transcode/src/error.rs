@@ -41,8 +41,12 @@ pub fn format_path(segs: &[PathSeg]) -> String {
 }
 
 /// A conversion error: the kind of failure plus the path of the value that caused it.
+/// Boxed, so that results on the hot path stay two words wide.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Error {
+pub struct Error(Box<Inner>);
+
+#[derive(Debug, Clone, PartialEq)]
+struct Inner {
     /// Path segments, innermost first (they are pushed while the error unwinds).
     rev_path: Vec<PathSeg>,
     kind: ErrorKind,
@@ -88,10 +92,10 @@ pub enum ErrorKind {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind) -> Self {
-        Error {
+        Error(Box::new(Inner {
             rev_path: Vec::new(),
             kind,
-        }
+        }))
     }
 
     pub(crate) fn wrong_type(expected: &'static str, found: &'static str) -> Self {
@@ -120,7 +124,7 @@ impl Error {
 
     /// Adds the enclosing path step while the error unwinds.
     pub(crate) fn at(mut self, seg: PathSeg) -> Self {
-        self.rev_path.push(seg);
+        self.0.rev_path.push(seg);
         self
     }
 
@@ -134,12 +138,12 @@ impl Error {
 
     /// The kind of failure.
     pub fn kind(&self) -> &ErrorKind {
-        &self.kind
+        &self.0.kind
     }
 
     /// The path of the failing value, e.g. `items[2].price`; empty for the root.
     pub fn path(&self) -> String {
-        let segs: Vec<PathSeg> = self.rev_path.iter().rev().cloned().collect();
+        let segs: Vec<PathSeg> = self.0.rev_path.iter().rev().cloned().collect();
         format_path(&segs)
     }
 }
@@ -150,7 +154,7 @@ impl fmt::Display for Error {
         if !path.is_empty() {
             write!(f, "{path}: ")?;
         }
-        match &self.kind {
+        match &self.0.kind {
             ErrorKind::MalformedJson {
                 offset,
                 line,
