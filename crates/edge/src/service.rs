@@ -240,13 +240,11 @@ impl Edge {
                         status.code(),
                         tonic::Code::Internal | tonic::Code::InvalidArgument | tonic::Code::Unknown
                     )
-                {
-                    if let Err(e) =
+                    && let Err(e) =
                         self.schema
                             .validate_protobuf(&method.input, &sent, &self.transcode)
-                    {
-                        return Err(fail(EdgeError::BadBody(e), &head));
-                    }
+                {
+                    return Err(fail(EdgeError::BadBody(e), &head));
                 }
                 let mut extra = Request::new(());
                 *extra.headers_mut() = metadata_headers(status.metadata().clone().into_headers());
