@@ -196,10 +196,13 @@ impl Edge {
             // the pass-through. A malformed body is diagnosed if the upstream fails on it.
             Format::Protobuf => body,
             from => {
+                // Protobuf is smaller than the JSON or MessagePack it came from.
                 let mut out = Vec::with_capacity(body.len());
                 self.schema
                     .to_protobuf(&method.input, from, &body, &mut out, &self.transcode)
                     .map_err(|e| fail(EdgeError::BadBody(e), &head))?;
+                // The text is not needed any more: free it before the call (peak memory).
+                drop(body);
                 Bytes::from(out)
             }
         };
@@ -207,8 +210,9 @@ impl Edge {
         // call_upstream
         let metadata = upstream_metadata(head.headers());
         let started = Instant::now();
-        // The request bytes are kept (a reference count, no copy) to diagnose a failure.
-        let sent = body.clone();
+        // A pass-through body is kept (a reference count, no copy) to diagnose a failure;
+        // bodies the gateway encoded itself are well-formed and need not be kept.
+        let sent = (formats.request == Format::Protobuf).then(|| body.clone());
         let call = self
             .upstreams
             .unary(&method.service, &method.path, body, metadata, timeout);
@@ -235,14 +239,14 @@ impl Edge {
                 // An upstream that cannot decode a pass-through body answers INTERNAL (tonic,
                 // grpc-go) or INVALID_ARGUMENT: if the body is malformed, that is the client's
                 // error, and it is named as such.
-                if formats.request == Format::Protobuf
+                if let Some(sent) = &sent
                     && matches!(
                         status.code(),
                         tonic::Code::Internal | tonic::Code::InvalidArgument | tonic::Code::Unknown
                     )
                     && let Err(e) =
                         self.schema
-                            .validate_protobuf(&method.input, &sent, &self.transcode)
+                            .validate_protobuf(&method.input, sent, &self.transcode)
                 {
                     return Err(fail(EdgeError::BadBody(e), &head));
                 }
