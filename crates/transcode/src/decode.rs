@@ -574,7 +574,7 @@ pub(crate) fn read_val<'b>(
     }))
 }
 
-fn is_default(v: Val<'_>) -> bool {
+pub(crate) fn is_default(v: Val<'_>) -> bool {
     match v {
         Val::I32(x) | Val::Enum(x) => x == 0,
         Val::I64(x) => x == 0,
@@ -589,7 +589,8 @@ fn is_default(v: Val<'_>) -> bool {
     }
 }
 
-fn default_val(kind: &Kind) -> Val<'static> {
+/// The default of a scalar kind (messages have none: callers render an empty message).
+pub(crate) fn default_val(kind: &Kind) -> Val<'static> {
     match kind {
         Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Val::I32(0),
         Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Val::I64(0),

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use super::Bail;
 use super::plan::{Card, FieldPlan, Plans};
 use super::sink::Sink;
-use crate::decode::{Val, is_packable, packable_wire_type, read_val};
+use crate::decode::{Val, default_val, is_default, is_packable, packable_wire_type, read_val};
 use crate::error::PathSeg;
 use crate::wire::{self, Reader};
 use crate::{Findings, Options, UnknownField};
@@ -315,7 +315,10 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
             None => {
                 let v = match value {
                     Some(v) => v,
-                    None => default_val(value_kind).ok_or(Bail)?,
+                    None if matches!(value_kind, prost_reflect::Kind::Message(_)) => {
+                        return Err(Bail);
+                    }
+                    None => default_val(value_kind),
                 };
                 self.sink.value(out, field, v, self.opts.enum_numbers);
             }
@@ -333,37 +336,6 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
         self.sink.tree(out, &tree);
         Ok(())
     }
-}
-
-fn is_default(v: Val<'_>) -> bool {
-    match v {
-        Val::I32(x) | Val::Enum(x) => x == 0,
-        Val::I64(x) => x == 0,
-        Val::U32(x) => x == 0,
-        Val::U64(x) => x == 0,
-        Val::F32(x) => x.to_bits() == 0,
-        Val::F64(x) => x.to_bits() == 0,
-        Val::Bool(x) => !x,
-        Val::Str(x) => x.is_empty(),
-        Val::Bytes(x) => x.is_empty(),
-    }
-}
-
-fn default_val(kind: &prost_reflect::Kind) -> Option<Val<'static>> {
-    use prost_reflect::Kind;
-    Some(match kind {
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Val::I32(0),
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Val::I64(0),
-        Kind::Uint32 | Kind::Fixed32 => Val::U32(0),
-        Kind::Uint64 | Kind::Fixed64 => Val::U64(0),
-        Kind::Float => Val::F32(0.0),
-        Kind::Double => Val::F64(0.0),
-        Kind::Bool => Val::Bool(false),
-        Kind::String => Val::Str(""),
-        Kind::Bytes => Val::Bytes(&[]),
-        Kind::Enum(_) => Val::Enum(0),
-        Kind::Message(_) => return None,
-    })
 }
 
 /// FNV-1a, to remember map keys without keeping them.
