@@ -132,6 +132,19 @@ impl<'a> Reader<'a> {
     /// Reads a tag: (field number, wire type).
     #[inline]
     pub(crate) fn tag(&mut self) -> Result<(u32, u8), Error> {
+        // Fields 1 to 15 have one-byte tags: the common case, checked without the slow path.
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+            && b >= 8
+            && b & 7 <= 5
+        {
+            self.pos += 1;
+            return Ok(((b >> 3) as u32, b & 7));
+        }
+        self.tag_slow()
+    }
+
+    fn tag_slow(&mut self) -> Result<(u32, u8), Error> {
         let at = self.offset();
         let key = self.varint()?;
         let wire_type = (key & 7) as u8;
