@@ -134,8 +134,7 @@ impl<'a> Reader<'a> {
     pub(crate) fn tag(&mut self) -> Result<(u32, u8), Error> {
         // Fields 1 to 15 have one-byte tags: the common case, checked without the slow path.
         if let Some(&b) = self.buf.get(self.pos)
-            && b < 0x80
-            && b >= 8
+            && (8..0x80).contains(&b)
             && b & 7 <= 5
         {
             self.pos += 1;
