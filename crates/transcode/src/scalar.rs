@@ -334,6 +334,13 @@ fn integer_value(v: &Lit<'_>) -> Result<i128, Error> {
         )),
         Lit::Str(s) => {
             if looks_like_integer(s) {
+                // Up to 18 digits always fit an i64: the common case, without i128 arithmetic.
+                if s.len() <= 18 {
+                    return s
+                        .parse::<i64>()
+                        .map(i128::from)
+                        .map_err(|_| Error::invalid("integer", quoted(s)));
+                }
                 if s.trim_start_matches('-').len() > 30 {
                     return Err(Error::invalid("integer in range", quoted(s)));
                 }
