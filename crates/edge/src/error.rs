@@ -101,11 +101,13 @@ pub enum EdgeError {
     Unavailable(String),
     /// The deadline passed before the upstream answered.
     DeadlineExceeded,
-    /// The upstream answered with a gRPC error; `details` is its grpc-status-details-bin.
+    /// The upstream answered with a gRPC error; `details` is its grpc-status-details-bin,
+    /// `metadata` its headers and trailers, as the `grpc-metadata-*` headers to answer with.
     Upstream {
         code: i32,
         message: String,
         details: Option<bytes::Bytes>,
+        metadata: http::HeaderMap,
     },
     /// A fault of ours (or an upstream answer we cannot render).
     Internal(String),

@@ -37,6 +37,8 @@ pub struct Edge {
 /// One request's context: who asked, for what, in which formats, and what was downgraded.
 struct RequestCtx<'a> {
     start: Instant,
+    /// The Accept header, for the format of an error answered before negotiation succeeded.
+    accept: Option<HeaderValue>,
     method: Option<&'a Method>,
     formats: Option<Negotiated>,
     client: Client,
@@ -114,6 +116,7 @@ impl Edge {
         let headers = req.headers();
         let mut ctx = RequestCtx {
             start: Instant::now(),
+            accept: headers.get(header::ACCEPT).cloned(),
             method: None,
             formats: None,
             client: Client::new(
@@ -126,7 +129,7 @@ impl Edge {
         let result = self.unary(&mut ctx, req).await;
         let response = match result {
             Ok(response) => response,
-            Err((err, headers)) => self.error_response(&mut ctx, &err, headers),
+            Err(err) => self.error_response(&mut ctx, &err),
         };
         self.record(&ctx, response.status());
         response
@@ -136,38 +139,28 @@ impl Edge {
         &'s self,
         ctx: &mut RequestCtx<'s>,
         req: Request<B>,
-    ) -> Result<Response<ResponseBody>, (EdgeError, Option<Request<()>>)>
+    ) -> Result<Response<ResponseBody>, EdgeError>
     where
         B: Body<Data = Bytes> + Unpin,
         B::Error: std::fmt::Display,
     {
         let (parts, body) = req.into_parts();
         let head = Request::from_parts(parts, ());
-        let fail = |e: EdgeError, head: &Request<()>| (e, Some(clone_head(head)));
 
         // route
         let Some(method) = self.schema.method(head.uri().path()) else {
-            return Err(fail(
-                EdgeError::UnknownMethod(head.uri().path().to_owned()),
-                &head,
-            ));
+            return Err(EdgeError::UnknownMethod(head.uri().path().to_owned()));
         };
         ctx.method = Some(method);
         if head.method() != HttpMethod::POST {
-            return Err(fail(
-                EdgeError::MethodNotAllowed {
-                    method: method.full_name.to_string(),
-                },
-                &head,
-            ));
+            return Err(EdgeError::MethodNotAllowed {
+                method: method.full_name.to_string(),
+            });
         }
         if method.streaming != transcode::StreamingKind::Unary {
-            return Err(fail(
-                EdgeError::Streaming {
-                    method: method.full_name.to_string(),
-                },
-                &head,
-            ));
+            return Err(EdgeError::Streaming {
+                method: method.full_name.to_string(),
+            });
         }
 
         // negotiate
@@ -175,10 +168,9 @@ impl Edge {
             head.headers().get(header::CONTENT_TYPE),
             head.headers().get(header::ACCEPT),
             self.config.strict_accept,
-        )
-        .map_err(|e| fail(e, &head))?;
+        )?;
         ctx.formats = Some(formats);
-        let timeout = client_timeout(head.headers()).map_err(|e| fail(e, &head))?;
+        let timeout = client_timeout(head.headers())?;
         let timeout = timeout.map_or(self.config.upstream_timeout, |t| {
             t.min(self.config.upstream_timeout)
         });
@@ -189,8 +181,7 @@ impl Edge {
             self.config.max_body_bytes,
             self.config.body_read_timeout,
         )
-        .await
-        .map_err(|e| fail(e, &head))?;
+        .await?;
         let body = match formats.request {
             // Protobuf goes up as it came, unchecked: checking costs as much as the rest of
             // the pass-through. A malformed body is diagnosed if the upstream fails on it.
@@ -200,7 +191,7 @@ impl Edge {
                 let mut out = Vec::with_capacity(body.len());
                 self.schema
                     .to_protobuf(&method.input, from, &body, &mut out, &self.transcode)
-                    .map_err(|e| fail(EdgeError::BadBody(e), &head))?;
+                    .map_err(EdgeError::BadBody)?;
                 // The text is not needed any more: free it before the call (peak memory).
                 drop(body);
                 Bytes::from(out)
@@ -224,7 +215,7 @@ impl Edge {
             })
             .observe(started.elapsed().as_secs_f64());
         let answer = match answer {
-            Err(_) => return Err(fail(EdgeError::DeadlineExceeded, &head)),
+            Err(_) => return Err(EdgeError::DeadlineExceeded),
             // The upstream enforces the grpc-timeout we sent and may answer first, as
             // CANCELLED (tonic) or DEADLINE_EXCEEDED: either way our deadline has passed.
             Ok(Err(status))
@@ -233,7 +224,7 @@ impl Edge {
                     tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
                 ) && started.elapsed() >= timeout.mul_f64(0.9) =>
             {
-                return Err(fail(EdgeError::DeadlineExceeded, &head));
+                return Err(EdgeError::DeadlineExceeded);
             }
             Ok(Err(status)) => {
                 // An upstream that cannot decode a pass-through body answers INTERNAL (tonic,
@@ -248,14 +239,9 @@ impl Edge {
                         self.schema
                             .validate_protobuf(&method.input, sent, &self.transcode)
                 {
-                    return Err(fail(EdgeError::BadBody(e), &head));
+                    return Err(EdgeError::BadBody(e));
                 }
-                let mut extra = Request::new(());
-                *extra.headers_mut() = metadata_headers(status.metadata().clone().into_headers());
-                let details = (!status.details().is_empty())
-                    .then(|| Bytes::copy_from_slice(status.details()));
-                let err = upstream_error(status.code(), status.message(), details);
-                return Err((err, Some(extra)));
+                return Err(upstream_error(&status));
             }
             Ok(Ok(answer)) => answer,
         };
@@ -269,13 +255,10 @@ impl Edge {
                     .schema
                     .from_protobuf(&method.output, to, &answer.body, &mut out, &self.transcode)
                     .map_err(|e| {
-                        fail(
-                            EdgeError::Internal(format!(
-                                "upstream response does not render as {}: {e}",
-                                to.as_str()
-                            )),
-                            &head,
-                        )
+                        EdgeError::Internal(format!(
+                            "upstream response does not render as {}: {e}",
+                            to.as_str()
+                        ))
                     })?;
                 self.note_downgrades(ctx, to, &findings);
                 Bytes::from(out)
@@ -329,12 +312,7 @@ impl Edge {
 
     /// Renders an error as google.rpc.Status in the negotiated format (or the one Accept
     /// asks for when negotiation itself failed).
-    fn error_response(
-        &self,
-        ctx: &mut RequestCtx<'_>,
-        err: &EdgeError,
-        head: Option<Request<()>>,
-    ) -> Response<ResponseBody> {
+    fn error_response(&self, ctx: &mut RequestCtx<'_>, err: &EdgeError) -> Response<ResponseBody> {
         let (code, status) = err.code_and_status();
         let message = err.to_string();
         if status.is_server_error() {
@@ -344,17 +322,12 @@ impl Edge {
         }
         let format = match ctx.formats {
             Some(f) => f.response,
-            None => head
-                .as_ref()
-                .and_then(|h| {
-                    negotiate::negotiate(
-                        Some(&HeaderValue::from_static("application/json")),
-                        h.headers().get(header::ACCEPT),
-                        false,
-                    )
-                    .ok()
-                })
-                .map_or(Format::Json, |n| n.response),
+            None => negotiate::negotiate(
+                Some(&HeaderValue::from_static("application/json")),
+                ctx.accept.as_ref(),
+                false,
+            )
+            .map_or(Format::Json, |n| n.response),
         };
         // Upstream details travel as they came: grpc-status-details-bin is a google.rpc.Status.
         let (status_bytes, from_upstream) = match err {
@@ -408,8 +381,8 @@ impl Edge {
         if let EdgeError::MethodNotAllowed { .. } = err {
             headers.insert(header::ALLOW, HeaderValue::from_static("POST"));
         }
-        if let (EdgeError::Upstream { .. }, Some(extra)) = (err, head) {
-            headers.extend(extra.headers().clone());
+        if let EdgeError::Upstream { metadata, .. } = err {
+            headers.extend(metadata.clone());
         }
         response
     }
@@ -503,22 +476,18 @@ impl Drop for InFlight<'_> {
     }
 }
 
-fn upstream_error(code: tonic::Code, message: &str, details: Option<Bytes>) -> EdgeError {
-    let code = code as i32;
+fn upstream_error(status: &tonic::Status) -> EdgeError {
+    let details = (!status.details().is_empty()).then(|| Bytes::copy_from_slice(status.details()));
+    let code = status.code() as i32;
     if code == Code::Unavailable as i32 && details.is_none() {
-        return EdgeError::Unavailable(format!("upstream unavailable: {message}"));
+        return EdgeError::Unavailable(format!("upstream unavailable: {}", status.message()));
     }
     EdgeError::Upstream {
         code,
-        message: message.to_owned(),
+        message: status.message().to_owned(),
         details,
+        metadata: metadata_headers(status.metadata().clone().into_headers()),
     }
-}
-
-fn clone_head(head: &Request<()>) -> Request<()> {
-    let mut r = Request::new(());
-    *r.headers_mut() = head.headers().clone();
-    r
 }
 
 fn plain(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<ResponseBody> {
