@@ -101,16 +101,21 @@ pub enum EdgeError {
     Unavailable(String),
     /// The deadline passed before the upstream answered.
     DeadlineExceeded,
-    /// The upstream answered with a gRPC error; `details` is its grpc-status-details-bin,
-    /// `metadata` its headers and trailers, as the `grpc-metadata-*` headers to answer with.
-    Upstream {
-        code: i32,
-        message: String,
-        details: Option<bytes::Bytes>,
-        metadata: http::HeaderMap,
-    },
+    /// The upstream answered with a gRPC error (boxed: it is the largest variant).
+    Upstream(Box<UpstreamError>),
     /// A fault of ours (or an upstream answer we cannot render).
     Internal(String),
+}
+
+/// A gRPC error the upstream answered with.
+#[derive(Debug)]
+pub struct UpstreamError {
+    pub code: i32,
+    pub message: String,
+    /// Its `grpc-status-details-bin`: an encoded google.rpc.Status.
+    pub details: Option<bytes::Bytes>,
+    /// Its headers and trailers, as the `grpc-metadata-*` headers to answer with.
+    pub metadata: http::HeaderMap,
 }
 
 impl EdgeError {
@@ -129,8 +134,8 @@ impl EdgeError {
             ClientClosed(_) => (Code::Cancelled, Code::Cancelled.http_status()),
             Unavailable(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
             DeadlineExceeded => (Code::DeadlineExceeded, StatusCode::GATEWAY_TIMEOUT),
-            Upstream { code, .. } => {
-                let c = Code::from_i32(*code);
+            Upstream(u) => {
+                let c = Code::from_i32(u.code);
                 (c, c.http_status())
             }
             Internal(_) => (Code::Internal, StatusCode::INTERNAL_SERVER_ERROR),
@@ -168,7 +173,7 @@ impl fmt::Display for EdgeError {
                 "the client closed the connection while sending the body: {cause}"
             ),
             DeadlineExceeded => f.write_str("upstream did not answer before the deadline"),
-            Upstream { message, .. } => f.write_str(message),
+            Upstream(u) => f.write_str(&u.message),
         }
     }
 }

@@ -330,15 +330,13 @@ impl Edge {
             .map_or(Format::Json, |n| n.response),
         };
         // Upstream details travel as they came: grpc-status-details-bin is a google.rpc.Status.
-        let (status_bytes, from_upstream) = match err {
-            EdgeError::Upstream {
-                details: Some(d), ..
-            } => (d.clone(), true),
-            _ => (
-                Bytes::from(transcode::encode_status(code as i32, &message)),
-                false,
-            ),
+        let upstream_details = match err {
+            EdgeError::Upstream(u) => u.details.clone(),
+            _ => None,
         };
+        let from_upstream = upstream_details.is_some();
+        let status_bytes = upstream_details
+            .unwrap_or_else(|| Bytes::from(transcode::encode_status(code as i32, &message)));
         let body = match format {
             Format::Protobuf => status_bytes,
             to => {
@@ -381,8 +379,8 @@ impl Edge {
         if let EdgeError::MethodNotAllowed { .. } = err {
             headers.insert(header::ALLOW, HeaderValue::from_static("POST"));
         }
-        if let EdgeError::Upstream { metadata, .. } = err {
-            headers.extend(metadata.clone());
+        if let EdgeError::Upstream(u) = err {
+            headers.extend(u.metadata.clone());
         }
         response
     }
@@ -482,12 +480,12 @@ fn upstream_error(status: &tonic::Status) -> EdgeError {
     if code == Code::Unavailable as i32 && details.is_none() {
         return EdgeError::Unavailable(format!("upstream unavailable: {}", status.message()));
     }
-    EdgeError::Upstream {
+    EdgeError::Upstream(Box::new(crate::error::UpstreamError {
         code,
         message: status.message().to_owned(),
         details,
         metadata: metadata_headers(status.metadata().clone().into_headers()),
-    }
+    }))
 }
 
 fn plain(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<ResponseBody> {
