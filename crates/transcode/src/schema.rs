@@ -117,7 +117,7 @@ impl Schema {
         let mut pool = DescriptorPool::new();
         pool.add_file_descriptor_set(set)
             .map_err(|e| SchemaError(describe_descriptor_error(&e)))?;
-        Ok(Self::from_pool(pool))
+        Self::from_pool(pool)
     }
 
     /// Compiles `.proto` files in-process. `files` are import names (relative to an include
@@ -143,23 +143,25 @@ impl Schema {
                 .map_err(|e| describe_protox_error(&e, &texts))?;
         }
         let pool = compiler.descriptor_pool();
-        Ok(Self::from_pool(pool))
+        Self::from_pool(pool)
     }
 
     /// Wraps an already-built pool, adding the bundled `google/rpc` files (Status and the
     /// standard error details) unless the pool has its own.
-    pub fn from_pool(mut pool: DescriptorPool) -> Schema {
+    /// Fails if the pool holds a well-known type whose layout is not the standard one.
+    pub fn from_pool(mut pool: DescriptorPool) -> Result<Schema, SchemaError> {
         add_google_rpc(&mut pool);
+        check_well_known_types(&pool)?;
         let mut methods = HashMap::new();
         for service in pool.services() {
             add_service_methods(&service, &mut methods);
         }
         let plans = Arc::new(crate::direct::plan::Plans::build(&pool));
-        Schema {
+        Ok(Schema {
             pool,
             methods: Arc::new(methods),
             plans,
-        }
+        })
     }
 
     /// Looks a method up by its gRPC path `/pkg.Service/Method`. No allocation, no lock.
@@ -347,6 +349,79 @@ impl Schema {
     pub fn to_descriptor_set(&self) -> Vec<u8> {
         self.pool.encode_to_vec()
     }
+}
+
+/// The converters rely on the standard layout of the well-known types with a JSON form of
+/// their own. A schema that brings its own, different copy of one is refused when it loads,
+/// rather than failing on a request.
+fn check_well_known_types(pool: &DescriptorPool) -> Result<(), SchemaError> {
+    use prost_reflect::Kind;
+    let scalar = |k: &Kind, want: &str| match k {
+        Kind::Int64 => want == "int64",
+        Kind::Int32 => want == "int32",
+        Kind::String => want == "string",
+        Kind::Bytes => want == "bytes",
+        Kind::Double => want == "double",
+        Kind::Message(m) => m.full_name() == want,
+        Kind::Enum(e) => e.full_name() == want,
+        _ => false,
+    };
+    let layouts: &[(&str, &[(u32, &str)])] = &[
+        ("google.protobuf.Timestamp", &[(1, "int64"), (2, "int32")]),
+        ("google.protobuf.Duration", &[(1, "int64"), (2, "int32")]),
+        ("google.protobuf.FieldMask", &[(1, "string")]),
+        ("google.protobuf.Any", &[(1, "string"), (2, "bytes")]),
+        ("google.protobuf.ListValue", &[(1, "google.protobuf.Value")]),
+        (
+            "google.protobuf.Value",
+            &[
+                (1, "google.protobuf.NullValue"),
+                (2, "double"),
+                (3, "string"),
+                (5, "google.protobuf.Struct"),
+                (6, "google.protobuf.ListValue"),
+            ],
+        ),
+    ];
+    for (name, fields) in layouts {
+        let Some(desc) = pool.get_message_by_name(name) else {
+            continue;
+        };
+        for (number, want) in *fields {
+            if !desc
+                .get_field(*number)
+                .is_some_and(|f| scalar(&f.kind(), want))
+            {
+                return Err(SchemaError(format!(
+                    "{}: {name} does not have the standard layout (field {number} should be {want})",
+                    desc.parent_file().name()
+                )));
+            }
+        }
+    }
+    if let Some(s) = pool.get_message_by_name("google.protobuf.Struct") {
+        let ok = s.get_field(1).is_some_and(|f| {
+            f.is_map()
+                && matches!(f.kind(), Kind::Message(e)
+                    if matches!(e.map_entry_value_field().kind(), Kind::Message(v) if v.full_name() == "google.protobuf.Value"))
+        });
+        if !ok {
+            return Err(SchemaError(format!(
+                "{}: google.protobuf.Struct does not have the standard layout (field 1 should be map<string, Value>)",
+                s.parent_file().name()
+            )));
+        }
+    }
+    for m in pool.all_messages() {
+        if crate::encode::is_wrapper(&m) && m.get_field(1).is_none() {
+            return Err(SchemaError(format!(
+                "{}: wrapper {} has no field 1 (value)",
+                m.parent_file().name(),
+                m.full_name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `google/rpc/*.proto`, bundled: error bodies are google.rpc.Status.

@@ -220,3 +220,29 @@ fn descriptor_sets_with_and_without_imports_load() {
         )
         .unwrap();
 }
+
+#[test]
+fn a_well_known_type_with_another_layout_is_refused_at_load() {
+    let files: &[(&str, &str)] = &[
+        (
+            "a.proto",
+            "syntax = \"proto3\";\nimport \"google/protobuf/timestamp.proto\";\nmessage A { google.protobuf.Timestamp t = 1; }\n",
+        ),
+        (
+            "google/protobuf/timestamp.proto",
+            "syntax = \"proto3\";\npackage google.protobuf;\nmessage Timestamp { string seconds = 1; }\n",
+        ),
+    ];
+    let e = Schema::compile(&["a.proto".to_owned()], move |name| {
+        files
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| (*t).to_owned())
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("google.protobuf.Timestamp") && e.contains("field 1 should be int64"),
+        "{e}"
+    );
+}
