@@ -215,36 +215,24 @@ fn emit(
     occurrences: u64,
 ) {
     let client_id = client.client_id.as_deref().unwrap_or("-");
-    if dropped.is_empty() {
-        tracing::warn!(
-            target: "protogate::downgrade",
-            method,
-            reason = reason.as_str(),
-            format = format.as_str(),
-            user_agent = %client.user_agent,
-            client_id,
-            occurrences,
-            "downgrade: {method} answered as {} ({}) for client {} / {client_id}",
-            format.as_str(),
-            reason.as_str(),
-            client.user_agent,
-        );
-    } else {
-        tracing::warn!(
-            target: "protogate::downgrade",
-            method,
-            reason = reason.as_str(),
-            format = format.as_str(),
-            user_agent = %client.user_agent,
-            client_id,
-            occurrences,
-            unknown_fields = dropped,
-            "downgrade: {method} answered as {} ({}) for client {} / {client_id}; dropped {dropped}",
-            format.as_str(),
-            reason.as_str(),
-            client.user_agent,
-        );
-    }
+    let unknown_fields = (!dropped.is_empty()).then_some(dropped);
+    let detail = unknown_fields
+        .map(|d| format!("; dropped {d}"))
+        .unwrap_or_default();
+    tracing::warn!(
+        target: "protogate::downgrade",
+        method,
+        reason = reason.as_str(),
+        format = format.as_str(),
+        user_agent = %client.user_agent,
+        client_id,
+        occurrences,
+        unknown_fields,
+        "downgrade: {method} answered as {} ({}) for client {} / {client_id}{detail}",
+        format.as_str(),
+        reason.as_str(),
+        client.user_agent,
+    );
 }
 
 #[cfg(test)]

@@ -120,8 +120,8 @@ impl Edge {
             method: None,
             formats: None,
             client: Client::new(
-                header_str(headers, &header::USER_AGENT),
-                header_str_name(headers, "x-client-id"),
+                header_str(headers, header::USER_AGENT),
+                header_str(headers, "x-client-id"),
             ),
         };
         self.metrics.in_flight.inc();
@@ -144,15 +144,14 @@ impl Edge {
         B: Body<Data = Bytes> + Unpin,
         B::Error: std::fmt::Display,
     {
-        let (parts, body) = req.into_parts();
-        let head = Request::from_parts(parts, ());
+        let (head, body) = req.into_parts();
 
         // route
-        let Some(method) = self.schema.method(head.uri().path()) else {
-            return Err(EdgeError::UnknownMethod(head.uri().path().to_owned()));
+        let Some(method) = self.schema.method(head.uri.path()) else {
+            return Err(EdgeError::UnknownMethod(head.uri.path().to_owned()));
         };
         ctx.method = Some(method);
-        if head.method() != HttpMethod::POST {
+        if head.method != HttpMethod::POST {
             return Err(EdgeError::MethodNotAllowed {
                 method: method.full_name.to_string(),
             });
@@ -165,12 +164,12 @@ impl Edge {
 
         // negotiate
         let formats = negotiate::negotiate(
-            head.headers().get(header::CONTENT_TYPE),
-            head.headers().get(header::ACCEPT),
+            head.headers.get(header::CONTENT_TYPE),
+            head.headers.get(header::ACCEPT),
             self.config.strict_accept,
         )?;
         ctx.formats = Some(formats);
-        let timeout = client_timeout(head.headers())?;
+        let timeout = client_timeout(&head.headers)?;
         let timeout = timeout.map_or(self.config.upstream_timeout, |t| {
             t.min(self.config.upstream_timeout)
         });
@@ -199,7 +198,7 @@ impl Edge {
         };
 
         // call_upstream
-        let metadata = upstream_metadata(head.headers());
+        let metadata = upstream_metadata(&head.headers);
         let started = Instant::now();
         // A pass-through body is kept (a reference count, no copy) to diagnose a failure;
         // bodies the gateway encoded itself are well-formed and need not be kept.
@@ -498,11 +497,7 @@ fn plain(status: StatusCode, content_type: &'static str, body: Bytes) -> Respons
     r
 }
 
-fn header_str<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-fn header_str_name<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 

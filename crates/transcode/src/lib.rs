@@ -214,28 +214,4 @@ pub mod reference {
         }
         Ok(findings)
     }
-
-    /// Converts between any two formats through protobuf. Findings of both halves are merged.
-    pub fn convert(
-        desc: &MessageDescriptor,
-        from: Format,
-        to: Format,
-        input: &[u8],
-        out: &mut Vec<u8>,
-        opts: &Options,
-    ) -> Result<Findings, Error> {
-        if from == Format::Protobuf || to == Format::Protobuf {
-            return if from == Format::Protobuf {
-                from_protobuf(desc, to, input, out, opts)
-            } else {
-                to_protobuf(desc, from, input, out, opts)
-            };
-        }
-        let mut wire = Vec::new();
-        let mut findings = to_protobuf(desc, from, input, &mut wire, opts)?;
-        let more = from_protobuf(desc, to, &wire, out, opts)?;
-        findings.unknown_fields.extend(more.unknown_fields);
-        findings.unresolved_any.extend(more.unresolved_any);
-        Ok(findings)
-    }
 }

@@ -190,18 +190,8 @@ impl Schema {
         opts: &crate::Options,
     ) -> Result<crate::Findings, crate::Error> {
         if let Some(plan) = self.plans.index(desc.full_name()) {
-            use crate::direct::{encode::encode, json_src::JsonSrc, msgpack_src::MsgpackSrc};
             let start = out.len();
-            let done = match from {
-                crate::Format::Json => {
-                    JsonSrc::new(input).and_then(|src| encode(&self.plans, plan, src, out, opts))
-                }
-                crate::Format::Msgpack => {
-                    encode(&self.plans, plan, MsgpackSrc::new(input), out, opts)
-                }
-                crate::Format::Protobuf => Err(crate::direct::Bail),
-            };
-            if done.is_ok() {
+            if crate::direct::to_protobuf(&self.plans, plan, from, input, out, opts).is_ok() {
                 return Ok(crate::Findings::default());
             }
             out.truncate(start);
@@ -219,31 +209,11 @@ impl Schema {
         opts: &crate::Options,
     ) -> Result<crate::Findings, crate::Error> {
         if let Some(plan) = self.plans.index(desc.full_name()) {
-            use crate::direct::{render::render, sink};
             let start = out.len();
             let mut findings = crate::Findings::default();
-            let done = match to {
-                crate::Format::Json => render(
-                    sink::Json,
-                    &self.plans,
-                    plan,
-                    input,
-                    out,
-                    opts,
-                    &mut findings,
-                ),
-                crate::Format::Msgpack => render(
-                    sink::Msgpack,
-                    &self.plans,
-                    plan,
-                    input,
-                    out,
-                    opts,
-                    &mut findings,
-                ),
-                crate::Format::Protobuf => Err(crate::direct::Bail),
-            };
-            if done.is_ok() {
+            if crate::direct::from_protobuf(&self.plans, plan, to, input, out, opts, &mut findings)
+                .is_ok()
+            {
                 return Ok(findings);
             }
             out.truncate(start);
@@ -277,38 +247,24 @@ impl Schema {
         input: &[u8],
         opts: &crate::Options,
     ) -> Option<Vec<u8>> {
-        use crate::Format::*;
-        use crate::direct::{
-            encode::encode, json_src::JsonSrc, msgpack_src::MsgpackSrc, render::render, sink,
-        };
         let plan = self.plans.index(desc.full_name())?;
         let mut out = Vec::new();
-        let mut findings = crate::Findings::default();
         let done = match (from, to) {
-            (Json, Protobuf) => {
-                JsonSrc::new(input).and_then(|src| encode(&self.plans, plan, src, &mut out, opts))
+            (from, crate::Format::Protobuf) => {
+                crate::direct::to_protobuf(&self.plans, plan, from, input, &mut out, opts)
             }
-            (Msgpack, Protobuf) => {
-                encode(&self.plans, plan, MsgpackSrc::new(input), &mut out, opts)
+            (crate::Format::Protobuf, to) => {
+                let mut findings = crate::Findings::default();
+                crate::direct::from_protobuf(
+                    &self.plans,
+                    plan,
+                    to,
+                    input,
+                    &mut out,
+                    opts,
+                    &mut findings,
+                )
             }
-            (Protobuf, Json) => render(
-                sink::Json,
-                &self.plans,
-                plan,
-                input,
-                &mut out,
-                opts,
-                &mut findings,
-            ),
-            (Protobuf, Msgpack) => render(
-                sink::Msgpack,
-                &self.plans,
-                plan,
-                input,
-                &mut out,
-                opts,
-                &mut findings,
-            ),
             _ => return None,
         };
         done.ok().map(|()| out)

@@ -20,3 +20,41 @@ pub(crate) mod validate;
 /// "Let the reference path do this one."
 #[derive(Debug)]
 pub(crate) struct Bail;
+
+use crate::{Findings, Format, Options};
+use plan::Plans;
+
+/// JSON or MessagePack `input` to protobuf bytes of message plan `plan`, appended to `out`.
+pub(crate) fn to_protobuf(
+    plans: &Plans,
+    plan: usize,
+    from: Format,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    opts: &Options,
+) -> Result<(), Bail> {
+    match from {
+        Format::Json => encode::encode(plans, plan, json_src::JsonSrc::new(input)?, out, opts),
+        Format::Msgpack => {
+            encode::encode(plans, plan, msgpack_src::MsgpackSrc::new(input), out, opts)
+        }
+        Format::Protobuf => Err(Bail),
+    }
+}
+
+/// Protobuf `input` of message plan `plan` rendered as `to`, appended to `out`.
+pub(crate) fn from_protobuf(
+    plans: &Plans,
+    plan: usize,
+    to: Format,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    opts: &Options,
+    findings: &mut Findings,
+) -> Result<(), Bail> {
+    match to {
+        Format::Json => render::render(sink::Json, plans, plan, input, out, opts, findings),
+        Format::Msgpack => render::render(sink::Msgpack, plans, plan, input, out, opts, findings),
+        Format::Protobuf => Err(Bail),
+    }
+}
