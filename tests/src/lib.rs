@@ -263,13 +263,18 @@ pub fn start_backend_on(listener: TcpListener) -> Running {
 
 // === the gateway ===
 
-/// The gateway's schema: proto/test/svc/v1/testsvc.proto.
+/// The gateway's schema: proto/test/svc/v1/testsvc.proto, compiled once per test process.
 pub fn v1_schema() -> transcode::Schema {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto/test/svc/v1");
-    transcode::Schema::compile(&["testsvc.proto".to_owned()], move |name| {
-        std::fs::read_to_string(format!("{dir}/{name}")).ok()
-    })
-    .expect("v1 schema compiles")
+    static SCHEMA: OnceLock<transcode::Schema> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto/test/svc/v1");
+            transcode::Schema::compile(&["testsvc.proto".to_owned()], move |name| {
+                std::fs::read_to_string(format!("{dir}/{name}")).ok()
+            })
+            .expect("v1 schema compiles")
+        })
+        .clone()
 }
 
 /// Starts the real gateway in-process on 127.0.0.1:0 in front of `upstream`.
