@@ -260,7 +260,7 @@ impl<'a> Renderer<'a> {
         ))
     }
 
-    fn output_name(&self, field: &FieldDescriptor) -> String {
+    pub(crate) fn output_name(&self, field: &FieldDescriptor) -> String {
         if self.opts.proto_field_names {
             field.name().to_owned()
         } else {
@@ -378,7 +378,7 @@ impl<'a> Renderer<'a> {
         }
     }
 
-    fn default_scalar(&self, field: &FieldDescriptor) -> Out {
+    pub(crate) fn default_scalar(&self, field: &FieldDescriptor) -> Out {
         match field.kind() {
             Kind::Message(_) => Out::Null,
             k => self.scalar(field, default_val(&k)),

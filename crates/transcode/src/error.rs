@@ -88,6 +88,9 @@ pub enum ErrorKind {
     TooDeep { limit: usize },
     /// A message that cannot be rendered in the JSON mapping (e.g. a Timestamp out of range).
     Unrenderable { message: String },
+    /// An HTTP request that does not map onto the method's request message under its HTTP
+    /// rule: a bad path variable or query parameter, a body where the rule takes none.
+    Request { message: String },
 }
 
 impl Error {
@@ -112,6 +115,12 @@ impl Error {
     pub(crate) fn malformed_protobuf(offset: usize, message: impl Into<String>) -> Self {
         Error::new(ErrorKind::MalformedProtobuf {
             offset,
+            message: message.into(),
+        })
+    }
+
+    pub(crate) fn request(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Request {
             message: message.into(),
         })
     }
@@ -154,7 +163,13 @@ impl fmt::Display for Error {
         if !path.is_empty() {
             write!(f, "{path}: ")?;
         }
-        match &self.0.kind {
+        self.0.kind.fmt(f)
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             ErrorKind::MalformedJson {
                 offset,
                 line,
@@ -187,7 +202,9 @@ impl fmt::Display for Error {
             }
             ErrorKind::InvalidUtf8 => f.write_str("invalid UTF-8 in string"),
             ErrorKind::TooDeep { limit } => write!(f, "nesting deeper than {limit} levels"),
-            ErrorKind::Unrenderable { message } => f.write_str(message),
+            ErrorKind::Unrenderable { message } | ErrorKind::Request { message } => {
+                f.write_str(message)
+            }
         }
     }
 }

@@ -32,6 +32,7 @@
 //! boolean keys accepted on input).
 
 pub mod error;
+pub mod rest;
 pub mod schema;
 
 mod decode;

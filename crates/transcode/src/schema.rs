@@ -64,58 +64,73 @@ impl fmt::Display for SchemaError {
 
 impl std::error::Error for SchemaError {}
 
+impl SchemaError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        SchemaError(message.into())
+    }
+}
+
 impl Schema {
     /// Loads a binary `FileDescriptorSet` (`protoc -o`, `buf build`). Imports that the set does
-    /// not include are resolved from the well-known types bundled with this crate.
+    /// not include are resolved from the well-known types and `google/api` files bundled with
+    /// this crate. Options (such as `google.api.http`) are kept as they were encoded.
     pub fn from_descriptor_set(bytes: &[u8]) -> Result<Schema, SchemaError> {
-        let set = prost_types::FileDescriptorSet::decode(bytes)
-            .map_err(|e| SchemaError(format!("not a FileDescriptorSet: {e}")))?;
-        Self::from_file_descriptor_set(set)
+        Self::from_descriptor_sets(&[bytes.to_vec()])
     }
 
-    /// Builds a schema from several descriptor sets (one per `--descriptor-set`).
+    /// Builds a schema from several descriptor sets (one per `--descriptor-set`); a file in
+    /// more than one set is taken from the first.
     pub fn from_descriptor_sets(sets: &[Vec<u8>]) -> Result<Schema, SchemaError> {
-        let mut all = prost_types::FileDescriptorSet::default();
-        let mut seen = std::collections::HashSet::new();
+        // Files are kept as their encoded bytes: decoding them into prost_types would drop
+        // the extension options (HTTP rules) they carry.
+        let mut files: Vec<(prost_types::FileDescriptorProto, &[u8])> = Vec::new();
+        let mut present = std::collections::HashSet::new();
         for bytes in sets {
-            let set = prost_types::FileDescriptorSet::decode(bytes.as_slice())
-                .map_err(|e| SchemaError(format!("not a FileDescriptorSet: {e}")))?;
-            for file in set.file {
-                if seen.insert(file.name().to_owned()) {
-                    all.file.push(file);
+            let mut r = crate::wire::Reader::new(bytes, 0);
+            let bad = |e: &dyn fmt::Display| SchemaError(format!("not a FileDescriptorSet: {e}"));
+            while !r.is_empty() {
+                let (number, wire_type) = r.tag().map_err(|e| bad(&e))?;
+                if (number, wire_type) != (1, crate::wire::LEN) {
+                    r.skip(number, wire_type, 100).map_err(|e| bad(&e))?;
+                    continue;
+                }
+                let (raw, _) = r.len_delimited().map_err(|e| bad(&e))?;
+                let file = prost_types::FileDescriptorProto::decode(raw).map_err(|e| bad(&e))?;
+                if present.insert(file.name().to_owned()) {
+                    files.push((file, raw));
                 }
             }
         }
-        Self::from_file_descriptor_set(all)
-    }
-
-    fn from_file_descriptor_set(
-        mut set: prost_types::FileDescriptorSet,
-    ) -> Result<Schema, SchemaError> {
-        // Sets built without `--include_imports` lack the well-known types they import: add the
-        // bundled copies of any google/protobuf file that is imported but missing.
-        let present: std::collections::HashSet<String> =
-            set.file.iter().map(|f| f.name().to_owned()).collect();
-        let missing: Vec<String> = set
-            .file
+        // Sets built without `--include_imports` lack the well-known types they import: add
+        // the bundled copies of any imported file that is missing.
+        let missing: Vec<String> = files
             .iter()
-            .flat_map(|f| f.dependency.iter())
+            .flat_map(|(f, _)| f.dependency.iter())
             .filter(|d| !present.contains(*d))
             .cloned()
             .collect();
-        if !missing.is_empty() {
-            let bundled = DescriptorPool::global();
-            let mut extra = Vec::new();
-            for name in &missing {
-                if let Some(file) = bundled.get_file_by_name(name) {
-                    extra.push(file.file_descriptor_proto().clone());
+        let global = DescriptorPool::global();
+        let mut extra: Vec<prost_types::FileDescriptorProto> = Vec::new();
+        for name in &missing {
+            let bundled = match global.get_file_by_name(name) {
+                Some(file) => vec![file.file_descriptor_proto().clone()],
+                None => compile_bundled(name),
+            };
+            for file in bundled {
+                if present.insert(file.name().to_owned()) {
+                    extra.push(file);
                 }
             }
-            extra.append(&mut set.file);
-            set.file = extra;
+        }
+        let mut set = Vec::new();
+        for file in &extra {
+            crate::wire::put_len_prefixed(&mut set, 1, &file.encode_to_vec());
+        }
+        for (_, raw) in &files {
+            crate::wire::put_len_prefixed(&mut set, 1, raw);
         }
         let mut pool = DescriptorPool::new();
-        pool.add_file_descriptor_set(set)
+        pool.decode_file_descriptor_set(set.as_slice())
             .map_err(|e| SchemaError(describe_descriptor_error(&e)))?;
         Self::from_pool(pool)
     }
@@ -134,6 +149,7 @@ impl Schema {
         };
         let mut chain = protox::file::ChainFileResolver::new();
         chain.add(resolver);
+        chain.add(BundledResolver);
         chain.add(protox::file::GoogleFileResolver::new());
         let mut compiler = protox::Compiler::with_file_resolver(chain);
         compiler.include_imports(true);
@@ -380,8 +396,9 @@ fn check_well_known_types(pool: &DescriptorPool) -> Result<(), SchemaError> {
     Ok(())
 }
 
-/// `google/rpc/*.proto`, bundled: error bodies are google.rpc.Status.
-const GOOGLE_RPC: &[(&str, &str)] = &[
+/// Bundled `.proto` files: `google/rpc` (error bodies are google.rpc.Status; always added) and
+/// `google/api` (HTTP rules and HttpBody; added when a schema imports them).
+const BUNDLED: &[(&str, &str)] = &[
     (
         "google/rpc/status.proto",
         include_str!("../proto/google/rpc/status.proto"),
@@ -390,22 +407,39 @@ const GOOGLE_RPC: &[(&str, &str)] = &[
         "google/rpc/error_details.proto",
         include_str!("../proto/google/rpc/error_details.proto"),
     ),
+    (
+        "google/api/http.proto",
+        include_str!("../proto/google/api/http.proto"),
+    ),
+    (
+        "google/api/annotations.proto",
+        include_str!("../proto/google/api/annotations.proto"),
+    ),
+    (
+        "google/api/httpbody.proto",
+        include_str!("../proto/google/api/httpbody.proto"),
+    ),
 ];
 
+/// A bundled file and the files it imports, compiled; empty when `name` is not bundled.
+fn compile_bundled(name: &str) -> Vec<prost_types::FileDescriptorProto> {
+    let mut chain = protox::file::ChainFileResolver::new();
+    chain.add(BundledResolver);
+    chain.add(protox::file::GoogleFileResolver::new());
+    let mut compiler = protox::Compiler::with_file_resolver(chain);
+    compiler.include_imports(true);
+    match compiler.open_file(name) {
+        Ok(compiler) => compiler.file_descriptor_set().file,
+        Err(_) => Vec::new(),
+    }
+}
+
 fn add_google_rpc(pool: &mut DescriptorPool) {
-    for (name, _) in GOOGLE_RPC {
+    for (name, _) in BUNDLED.iter().filter(|(n, _)| n.starts_with("google/rpc/")) {
         if pool.get_file_by_name(name).is_some() {
             continue;
         }
-        let mut chain = protox::file::ChainFileResolver::new();
-        chain.add(BundledResolver);
-        chain.add(protox::file::GoogleFileResolver::new());
-        let mut compiler = protox::Compiler::with_file_resolver(chain);
-        compiler.include_imports(true);
-        let Ok(compiler) = compiler.open_file(name) else {
-            continue;
-        };
-        for file in compiler.file_descriptor_set().file {
+        for file in compile_bundled(name) {
             if pool.get_file_by_name(file.name()).is_none() {
                 // A user file that defines the same messages under another name wins: on a
                 // conflict the pool stays as it was.
@@ -422,7 +456,7 @@ struct BundledResolver;
 
 impl protox::file::FileResolver for BundledResolver {
     fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
-        match GOOGLE_RPC.iter().find(|(n, _)| *n == name) {
+        match BUNDLED.iter().find(|(n, _)| *n == name) {
             Some((n, text)) => protox::file::File::from_source(n, text),
             None => Err(protox::Error::file_not_found(name)),
         }

@@ -1,0 +1,381 @@
+//! The REST mapping of google.api.http: rules (annotations or the caller's), routes built from
+//! them when the schema loads, and the conversion of a matched request (path variables, query
+//! parameters, body) into the method's request message. Pure functions of their inputs, as the
+//! rest of the crate.
+//!
+//! A request message is assembled by concatenating encoded parts, which protobuf merges: the
+//! body first, then the query parameters, then the path variables (so a path variable wins over
+//! the same field in a `body: "*"` body, as grpc-gateway has it). A protobuf body therefore
+//! reaches the upstream byte for byte, followed by the bound fields.
+
+mod request;
+mod rules;
+mod template;
+
+use std::collections::HashMap;
+
+use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
+
+pub use request::RequestBody;
+pub use rules::HttpRule;
+pub use template::{Template, Variable};
+
+use crate::{Method, Schema, SchemaError};
+
+/// What to do with a query parameter that names no field of the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnknownQuery {
+    /// 400, naming the parameter (the default).
+    #[default]
+    Reject,
+    /// Skip it.
+    Ignore,
+}
+
+/// Where a route puts the request body.
+#[derive(Debug, Clone)]
+pub enum BodyTarget {
+    /// The rule takes no body.
+    None,
+    /// `body: "*"`: the whole request message, less the fields bound by the path.
+    All,
+    /// `body: "field"`: one top-level field.
+    Field(FieldDescriptor),
+}
+
+/// A rule bound to its method, checked against the schema.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub method: Method,
+    /// The rule (for one binding: `additional_bindings` are routes of their own).
+    pub rule: HttpRule,
+    pub template: Template,
+    pub body: BodyTarget,
+    /// `response_body`: the top-level response field that is the HTTP response.
+    pub response_body: Option<FieldDescriptor>,
+    /// The field path of each template variable.
+    vars: Vec<Vec<FieldDescriptor>>,
+    /// PATCH: the FieldMask field filled from the body's keys when the request leaves it unset.
+    patch_mask: Option<FieldDescriptor>,
+}
+
+/// Every route, most specific first.
+#[derive(Debug, Clone, Default)]
+pub struct Routes {
+    routes: Vec<Route>,
+    by_method: HashMap<String, Vec<usize>>,
+}
+
+/// The outcome of looking a request up.
+#[derive(Debug)]
+pub enum Lookup<'r, 'p> {
+    /// The route and the raw (percent-encoded) value of each of its variables.
+    Found(&'r Route, Vec<&'p str>),
+    /// The path matches routes of other HTTP methods only; they are listed.
+    MethodNotAllowed(Vec<&'r str>),
+    NotFound,
+}
+
+pub(crate) const HTTP_BODY: &str = "google.api.HttpBody";
+const FIELD_MASK: &str = "google.protobuf.FieldMask";
+
+impl Routes {
+    /// Builds the routes of `schema`'s `google.api.http` annotations and of `configured` rules;
+    /// a configured rule replaces the annotations of the method it selects. Fails, naming the
+    /// rule, on a bad template, a field the request lacks, or two rules matching the same
+    /// requests.
+    pub fn new(schema: &Schema, configured: &[HttpRule]) -> Result<Routes, SchemaError> {
+        let by_selector: HashMap<String, &Method> = schema
+            .methods()
+            .map(|m| (m.descriptor.full_name().to_owned(), m))
+            .collect();
+        let overridden: std::collections::HashSet<&str> =
+            configured.iter().map(|r| r.selector.as_str()).collect();
+        let mut rules: Vec<HttpRule> = schema
+            .http_rules()?
+            .into_iter()
+            .filter(|r| !overridden.contains(r.selector.as_str()))
+            .collect();
+        rules.extend(configured.iter().cloned());
+
+        let mut routes = Vec::new();
+        for rule in rules {
+            let Some(method) = by_selector.get(&rule.selector) else {
+                return Err(SchemaError::new(format!(
+                    "http rule {}: no method {} in the schema",
+                    rule.describe(),
+                    rule.selector
+                )));
+            };
+            let mut bindings = rule.additional_bindings.clone();
+            let mut main = rule;
+            main.additional_bindings.clear();
+            for b in &bindings {
+                if !b.additional_bindings.is_empty() {
+                    return Err(SchemaError::new(format!(
+                        "http rule {}: additional bindings cannot have bindings of their own",
+                        b.describe()
+                    )));
+                }
+            }
+            bindings.insert(0, main);
+            for binding in bindings {
+                routes.push(
+                    Route::new((*method).clone(), binding)
+                        .map_err(|(rule, e)| SchemaError::new(format!("http rule {rule}: {e}")))?,
+                );
+            }
+        }
+
+        let mut seen: HashMap<(String, String), &Route> = HashMap::new();
+        for r in &routes {
+            let key = (r.rule.method.clone(), r.template.shape());
+            if let Some(first) = seen.insert(key, r) {
+                return Err(SchemaError::new(format!(
+                    "http rules conflict: {} and {} match the same requests ({} {})",
+                    first.rule.describe(),
+                    r.rule.describe(),
+                    r.rule.method,
+                    r.template.shape()
+                )));
+            }
+        }
+        drop(seen);
+
+        routes.sort_by_key(|r| r.template.specificity());
+        let mut by_method: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, r) in routes.iter().enumerate() {
+            by_method.entry(r.rule.method.clone()).or_default().push(i);
+        }
+        Ok(Routes { routes, by_method })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// Every route, most specific first.
+    pub fn iter(&self) -> impl Iterator<Item = &Route> {
+        self.routes.iter()
+    }
+
+    /// Finds the most specific route for an HTTP method and a request path (as sent,
+    /// percent-encoded, without the query).
+    pub fn find<'r, 'p>(&'r self, http_method: &str, path: &'p str) -> Lookup<'r, 'p> {
+        if let Some(candidates) = self.by_method.get(http_method) {
+            for &i in candidates {
+                let route = &self.routes[i];
+                if let Some(values) = route.template.matches(path) {
+                    return Lookup::Found(route, values);
+                }
+            }
+        }
+        let mut others: Vec<&str> = self
+            .routes
+            .iter()
+            .filter(|r| r.rule.method != http_method && r.template.matches(path).is_some())
+            .map(|r| r.rule.method.as_str())
+            .collect();
+        if others.is_empty() {
+            return Lookup::NotFound;
+        }
+        others.sort_unstable();
+        others.dedup();
+        Lookup::MethodNotAllowed(others)
+    }
+}
+
+impl Route {
+    fn new(method: Method, rule: HttpRule) -> Result<Route, (String, String)> {
+        let fail = |e: String| (rule.describe(), e);
+        if rule.method.is_empty() || rule.path.is_empty() {
+            return Err(fail(
+                "no HTTP method and path (get, put, post, delete, patch or custom)".into(),
+            ));
+        }
+        if !rule
+            .method
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(fail(format!("{:?} is not an HTTP method", rule.method)));
+        }
+        let template =
+            Template::parse(&rule.path).map_err(|e| fail(format!("path template: {e}")))?;
+        let input = &method.input;
+        let mut vars = Vec::new();
+        for v in template.variables() {
+            let path = resolve_path(input, v.field_path.split('.'), false)
+                .map_err(|e| fail(format!("path variable {{{}}}: {e}", v.field_path)))?;
+            let leaf = path.last().expect("non-empty path");
+            if leaf.is_list() || leaf.is_map() {
+                return Err(fail(format!(
+                    "path variable {{{}}} names a repeated or map field",
+                    v.field_path
+                )));
+            }
+            leaf_kind(leaf)
+                .map_err(|e| fail(format!("path variable {{{}}}: {e}", v.field_path)))?;
+            vars.push(path);
+        }
+        let body =
+            match rule.body.as_str() {
+                "" => BodyTarget::None,
+                "*" => BodyTarget::All,
+                name => BodyTarget::Field(input.get_field_by_name(name).ok_or_else(|| {
+                    fail(format!("body: {} has no field {name}", input.full_name()))
+                })?),
+            };
+        let response_body = match rule.response_body.as_str() {
+            "" => None,
+            name => Some(method.output.get_field_by_name(name).ok_or_else(|| {
+                fail(format!(
+                    "response_body: {} has no field {name}",
+                    method.output.full_name()
+                ))
+            })?),
+        };
+        let patch_mask = if rule.method == "PATCH" && !matches!(body, BodyTarget::None) {
+            let masks: Vec<FieldDescriptor> = input
+                .fields()
+                .filter(|f| {
+                    !f.is_list()
+                        && matches!(f.kind(), Kind::Message(m) if m.full_name() == FIELD_MASK)
+                        && !matches!(&body, BodyTarget::Field(b) if b.number() == f.number())
+                })
+                .collect();
+            masks
+                .iter()
+                .find(|f| f.name() == "update_mask")
+                .or(if masks.len() == 1 {
+                    masks.first()
+                } else {
+                    None
+                })
+                .cloned()
+        } else {
+            None
+        };
+        Ok(Route {
+            method,
+            rule,
+            template,
+            body,
+            response_body,
+            vars,
+            patch_mask,
+        })
+    }
+
+    /// The request body is a `google.api.HttpBody`: raw bytes with their own content type.
+    pub fn raw_request(&self) -> bool {
+        match &self.body {
+            BodyTarget::None => false,
+            BodyTarget::All => self.method.input.full_name() == HTTP_BODY,
+            BodyTarget::Field(f) => is_message(f, HTTP_BODY),
+        }
+    }
+
+    /// The response is a `google.api.HttpBody` (the output, or its `response_body` field):
+    /// answered as raw bytes with their own content type.
+    pub fn raw_response(&self) -> bool {
+        match &self.response_body {
+            None => self.method.output.full_name() == HTTP_BODY,
+            Some(f) => is_message(f, HTTP_BODY),
+        }
+    }
+
+    /// Whether the response can be served as protobuf: not when `response_body` names a
+    /// repeated, map or scalar field (no message to send).
+    pub fn protobuf_response(&self) -> bool {
+        self.response_body
+            .as_ref()
+            .is_none_or(|f| !f.is_list() && matches!(f.kind(), Kind::Message(_)))
+    }
+
+    /// The message the HTTP response is made of (the output, or `response_body`'s message).
+    pub fn response_message(&self) -> Option<MessageDescriptor> {
+        match &self.response_body {
+            None => Some(self.method.output.clone()),
+            Some(f) if !f.is_list() => f.kind().as_message().cloned(),
+            Some(_) => None,
+        }
+    }
+
+    /// The field paths bound by the template's variables.
+    pub fn variable_fields(&self) -> &[Vec<FieldDescriptor>] {
+        &self.vars
+    }
+}
+
+fn is_message(f: &FieldDescriptor, name: &str) -> bool {
+    !f.is_list() && matches!(f.kind(), Kind::Message(m) if m.full_name() == name)
+}
+
+/// Resolves a dotted field path. Intermediate fields must be singular messages (not
+/// well-known types with a JSON form of their own); names are proto names, or json names too
+/// when `json_names`.
+pub(crate) fn resolve_path<'a>(
+    root: &MessageDescriptor,
+    parts: impl Iterator<Item = &'a str>,
+    json_names: bool,
+) -> Result<Vec<FieldDescriptor>, String> {
+    let mut msg = root.clone();
+    let mut path: Vec<FieldDescriptor> = Vec::new();
+    for part in parts {
+        if let Some(prev) = path.last() {
+            msg = match prev.kind() {
+                Kind::Message(m)
+                    if !prev.is_list()
+                        && !prev.is_map()
+                        && !crate::encode::has_special_json(m.full_name()) =>
+                {
+                    m
+                }
+                _ => {
+                    return Err(format!(
+                        "{} is not a message field with fields of its own",
+                        prev.name()
+                    ));
+                }
+            };
+        }
+        let field = msg
+            .get_field_by_name(part)
+            .or_else(|| {
+                json_names
+                    .then(|| msg.fields().find(|f| f.json_name() == part))
+                    .flatten()
+            })
+            .ok_or_else(|| format!("{} has no field {part}", msg.full_name()))?;
+        path.push(field);
+    }
+    if path.is_empty() {
+        return Err("empty field path".into());
+    }
+    Ok(path)
+}
+
+/// The kind a string from a URL sets: scalars, enums, and the well-known types with a string
+/// form (Timestamp, Duration, FieldMask, the wrappers).
+pub(crate) fn leaf_kind(f: &FieldDescriptor) -> Result<Kind, String> {
+    match f.kind() {
+        Kind::Message(m) => {
+            let name = m.full_name();
+            if crate::encode::is_wrapper(&m) {
+                Ok(m.get_field(1).map(|v| v.kind()).unwrap_or(Kind::String))
+            } else if matches!(
+                name,
+                "google.protobuf.Timestamp" | "google.protobuf.Duration" | FIELD_MASK
+            ) {
+                Ok(Kind::String)
+            } else {
+                Err(format!(
+                    "{} is a message ({name}); a URL can set only its fields",
+                    f.name()
+                ))
+            }
+        }
+        k => Ok(k),
+    }
+}

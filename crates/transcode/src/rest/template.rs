@@ -1,0 +1,430 @@
+//! google.api.http path templates: parsing, matching, and the percent-decoding of variables.
+//!
+//! ```text
+//! Template = "/" Segments [ Verb ] ;
+//! Segments = Segment { "/" Segment } ;
+//! Segment  = "*" | "**" | LITERAL | Variable ;
+//! Variable = "{" FieldPath [ "=" Segments ] "}" ;
+//! FieldPath = IDENT { "." IDENT } ;
+//! Verb     = ":" LITERAL ;
+//! ```
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Seg {
+    Literal(String),
+    /// `*`: exactly one segment.
+    One,
+    /// `**`: zero or more segments; only last.
+    Rest,
+}
+
+/// A variable of a template: the field path it binds and the segments it covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variable {
+    /// `book.name` as written.
+    pub field_path: String,
+    start: usize,
+    end: usize,
+    /// More than one segment (or `**`): `%2F` stays encoded in its value.
+    multi: bool,
+}
+
+/// A parsed path template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    segs: Vec<Seg>,
+    verb: Option<String>,
+    vars: Vec<Variable>,
+}
+
+impl Template {
+    pub fn parse(text: &str) -> Result<Template, String> {
+        let Some(body) = text.strip_prefix('/') else {
+            return Err("must start with '/'".into());
+        };
+        let tail = text
+            .rfind('}')
+            .max(text.rfind('/'))
+            .map_or(0, |i| i + usize::from(text.as_bytes()[i] == b'}'));
+        let (body, verb) = match text[tail..].find(':') {
+            Some(i) => {
+                let at = tail + i;
+                let verb = &text[at + 1..];
+                if verb.is_empty() || !verb.bytes().all(is_literal_byte) {
+                    return Err(format!("bad custom verb {verb:?}"));
+                }
+                (&text[1..at], Some(verb.to_owned()))
+            }
+            None => (body, None),
+        };
+        let mut p = Parser {
+            s: body.as_bytes(),
+            i: 0,
+            segs: Vec::new(),
+            vars: Vec::new(),
+        };
+        p.segments(true)?;
+        if p.i != p.s.len() {
+            return Err(format!("unexpected {:?} at {}", p.s[p.i] as char, p.i + 1));
+        }
+        if let Some(i) = p.segs.iter().position(|s| *s == Seg::Rest)
+            && i + 1 != p.segs.len()
+        {
+            return Err("'**' must be the last segment".into());
+        }
+        Ok(Template {
+            segs: p.segs,
+            verb,
+            vars: p.vars,
+        })
+    }
+
+    pub fn variables(&self) -> &[Variable] {
+        &self.vars
+    }
+
+    /// The template with variables reduced to their patterns (`/v1/*/books/**:verb`): two
+    /// templates with the same shape match the same paths.
+    pub fn shape(&self) -> String {
+        let mut s = String::new();
+        for seg in &self.segs {
+            s.push('/');
+            match seg {
+                Seg::Literal(l) => s.push_str(l),
+                Seg::One => s.push('*'),
+                Seg::Rest => s.push_str("**"),
+            }
+        }
+        if let Some(v) = &self.verb {
+            s.push(':');
+            s.push_str(v);
+        }
+        s
+    }
+
+    /// Orders templates from most to least specific: literals before `*` before `**`,
+    /// segment by segment, and a verb before none.
+    pub fn specificity(&self) -> impl Ord + use<> {
+        let kinds: Vec<u8> = self
+            .segs
+            .iter()
+            .map(|s| match s {
+                Seg::Literal(_) => 0,
+                Seg::One => 1,
+                Seg::Rest => 2,
+            })
+            .collect();
+        (self.verb.is_none(), kinds)
+    }
+
+    /// Matches a request path (as sent: percent-encoded, without the query). Returns the raw
+    /// (still encoded) text of each variable, in [`Self::variables`] order.
+    pub fn matches<'p>(&self, path: &'p str) -> Option<Vec<&'p str>> {
+        let mut rest = path.strip_prefix('/')?;
+        if let Some(verb) = &self.verb {
+            rest = rest.strip_suffix(verb.as_str())?.strip_suffix(':')?;
+        }
+        // Byte ranges (in `rest`) of the path's segments.
+        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(self.segs.len());
+        if !rest.is_empty() {
+            let mut start = 0;
+            for (i, b) in rest.bytes().enumerate() {
+                if b == b'/' {
+                    spans.push((start, i));
+                    start = i + 1;
+                }
+            }
+            spans.push((start, rest.len()));
+        }
+        let mut j = 0;
+        let mut seg_end = Vec::with_capacity(self.segs.len());
+        for seg in &self.segs {
+            match seg {
+                Seg::Literal(l) => {
+                    let (a, b) = *spans.get(j)?;
+                    if !literal_eq(&rest[a..b], l) {
+                        return None;
+                    }
+                    j += 1;
+                }
+                Seg::One => {
+                    let (a, b) = *spans.get(j)?;
+                    if a == b {
+                        return None;
+                    }
+                    j += 1;
+                }
+                Seg::Rest => j = spans.len(),
+            }
+            seg_end.push(j);
+        }
+        if j != spans.len() {
+            return None;
+        }
+        let first_span = |k: usize| if k == 0 { 0 } else { seg_end[k - 1] };
+        let values = self
+            .vars
+            .iter()
+            .map(|v| {
+                let (from, to) = (first_span(v.start), seg_end[v.end - 1]);
+                if from == to {
+                    return "";
+                }
+                let (a, b) = (spans[from].0, spans[to - 1].1);
+                &rest[a..b]
+            })
+            .collect();
+        Some(values)
+    }
+}
+
+impl Variable {
+    /// Decodes a matched value by the google.api.http rules: a single-segment variable is
+    /// fully percent-decoded; a multi-segment one keeps `%2F` (and `%2f`) as sent.
+    pub fn decode(&self, raw: &str) -> Result<String, String> {
+        percent_decode(raw, self.multi, false)
+    }
+}
+
+impl fmt::Display for Template {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shape())
+    }
+}
+
+/// Percent-decodes `s`. `keep_slash`: leave `%2F`/`%2f` encoded; `plus_space`: `+` is a space
+/// (form encoding, for query strings).
+pub(crate) fn percent_decode(
+    s: &str,
+    keep_slash: bool,
+    plus_space: bool,
+) -> Result<String, String> {
+    if !s.bytes().any(|b| b == b'%' || (plus_space && b == b'+')) {
+        return Ok(s.to_owned());
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                let (Some(h), Some(l)) = (
+                    b.get(i + 1).copied().and_then(hex),
+                    b.get(i + 2).copied().and_then(hex),
+                ) else {
+                    return Err(format!("bad percent-encoding at byte {i}"));
+                };
+                let v = (h * 16 + l) as u8;
+                if keep_slash && v == b'/' {
+                    out.extend_from_slice(&b[i..i + 3]);
+                } else {
+                    out.push(v);
+                }
+                i += 3;
+            }
+            b'+' if plus_space => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| "not UTF-8 once percent-decoded".to_owned())
+}
+
+/// A path segment against a template literal: equal as sent, or once percent-decoded.
+fn literal_eq(raw: &str, literal: &str) -> bool {
+    raw == literal
+        || (raw.contains('%') && percent_decode(raw, false, false).is_ok_and(|d| d == literal))
+}
+
+fn is_literal_byte(b: u8) -> bool {
+    !matches!(b, b'/' | b'{' | b'}' | b'*' | b'=' | b':' | b'?' | b'#') && b > b' ' && b < 0x7f
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    i: usize,
+    segs: Vec<Seg>,
+    vars: Vec<Variable>,
+}
+
+impl Parser<'_> {
+    fn segments(&mut self, top: bool) -> Result<(), String> {
+        loop {
+            self.segment(top)?;
+            if self.s.get(self.i) == Some(&b'/') {
+                self.i += 1;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    fn segment(&mut self, top: bool) -> Result<(), String> {
+        match self.s.get(self.i) {
+            Some(b'*') if self.s.get(self.i + 1) == Some(&b'*') => {
+                self.i += 2;
+                self.segs.push(Seg::Rest);
+            }
+            Some(b'*') => {
+                self.i += 1;
+                self.segs.push(Seg::One);
+            }
+            Some(b'{') if top => self.variable()?,
+            Some(b'{') => return Err("variables cannot nest".into()),
+            _ => {
+                let start = self.i;
+                while self.s.get(self.i).copied().is_some_and(is_literal_byte) {
+                    self.i += 1;
+                }
+                if start == self.i {
+                    return Err(match self.s.get(self.i) {
+                        Some(&c) => format!("unexpected {:?} at {}", c as char, self.i + 1),
+                        None => "empty segment".into(),
+                    });
+                }
+                let lit = std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
+                self.segs.push(Seg::Literal(lit.to_owned()));
+            }
+        }
+        Ok(())
+    }
+
+    fn variable(&mut self) -> Result<(), String> {
+        self.i += 1;
+        let start = self.i;
+        while self
+            .s
+            .get(self.i)
+            .is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
+        {
+            self.i += 1;
+        }
+        let field_path = std::str::from_utf8(&self.s[start..self.i]).unwrap_or_default();
+        if field_path.is_empty()
+            || field_path
+                .split('.')
+                .any(|p| p.is_empty() || p.as_bytes()[0].is_ascii_digit())
+        {
+            return Err(format!("bad variable name {field_path:?}"));
+        }
+        let field_path = field_path.to_owned();
+        let first = self.segs.len();
+        match self.s.get(self.i) {
+            Some(b'=') => {
+                self.i += 1;
+                self.segments(false)?;
+            }
+            _ => self.segs.push(Seg::One),
+        }
+        if self.s.get(self.i) != Some(&b'}') {
+            return Err(format!("variable {field_path} is not closed with '}}'"));
+        }
+        self.i += 1;
+        let end = self.segs.len();
+        let multi = end - first > 1 || self.segs[first..].contains(&Seg::Rest);
+        if self.vars.iter().any(|v| v.field_path == field_path) {
+            return Err(format!("variable {field_path} appears twice"));
+        }
+        self.vars.push(Variable {
+            field_path,
+            start: first,
+            end,
+            multi,
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m<'p>(t: &str, path: &'p str) -> Option<Vec<&'p str>> {
+        Template::parse(t).unwrap().matches(path)
+    }
+
+    #[test]
+    fn parses_the_grammar() {
+        for (t, shape) in [
+            ("/v1/shelves", "/v1/shelves"),
+            ("/v1/shelves/{shelf}", "/v1/shelves/*"),
+            ("/v1/{name=shelves/*/books/*}", "/v1/shelves/*/books/*"),
+            ("/v1/{name=**}:cancel", "/v1/**:cancel"),
+            ("/v1/books:batchGet", "/v1/books:batchGet"),
+            ("/v1/{a.b.c}/x/*", "/v1/*/x/*"),
+            ("/files/{path=**}", "/files/**"),
+        ] {
+            assert_eq!(Template::parse(t).unwrap().shape(), shape, "{t}");
+        }
+        for bad in [
+            "v1/x",
+            "/v1/{x",
+            "/v1/{x=a/{y}}",
+            "/v1/**/x",
+            "/v1/{}",
+            "/v1//x",
+            "/v1/x:",
+            "/v1/{a}/{a}",
+            "/v1/{1a}",
+        ] {
+            assert!(Template::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn matches_and_captures() {
+        assert_eq!(m("/v1/shelves/{shelf}", "/v1/shelves/7"), Some(vec!["7"]));
+        assert_eq!(m("/v1/shelves/{shelf}", "/v1/shelves/"), None);
+        assert_eq!(m("/v1/shelves/{shelf}", "/v1/shelves/7/x"), None);
+        assert_eq!(
+            m("/v1/{name=shelves/*/books/*}", "/v1/shelves/1/books/2"),
+            Some(vec!["shelves/1/books/2"])
+        );
+        assert_eq!(m("/v1/{name=shelves/*/books/*}", "/v1/shelves/1/x/2"), None);
+        assert_eq!(
+            m("/v1/{name=**}:cancel", "/v1/ops/a/b:cancel"),
+            Some(vec!["ops/a/b"])
+        );
+        assert_eq!(m("/v1/{name=**}:cancel", "/v1/ops/a/b"), None);
+        assert_eq!(m("/v1/{name=**}", "/v1"), Some(vec![""]));
+        assert_eq!(m("/v1/{name=**}", "/v1/"), Some(vec![""]));
+        assert_eq!(
+            m("/v1/{a}/{b=x/**}", "/v1/1/x/y/z"),
+            Some(vec!["1", "x/y/z"])
+        );
+        // No verb in the template: a colon is part of the segment.
+        assert_eq!(m("/v1/things/{id}", "/v1/things/a:b"), Some(vec!["a:b"]));
+        // Literals compare percent-decoded too.
+        assert_eq!(m("/v1/shelves", "/v1/%73helves"), Some(vec![]));
+    }
+
+    #[test]
+    fn decodes_by_the_spec() {
+        let t = Template::parse("/v1/{one}/{many=x/**}").unwrap();
+        let v = t.matches("/v1/a%2Fb%20c/x/y%2Fz%2fw%20").unwrap();
+        assert_eq!(t.variables()[0].decode(v[0]).unwrap(), "a/b c");
+        assert_eq!(t.variables()[1].decode(v[1]).unwrap(), "x/y%2Fz%2fw ");
+        assert!(t.variables()[0].decode("%zz").is_err());
+        assert!(t.variables()[0].decode("%ff").is_err());
+        assert_eq!(percent_decode("a+b%2B", false, true).unwrap(), "a b+");
+    }
+
+    #[test]
+    fn specificity_orders_literals_first() {
+        let mut ts: Vec<Template> = ["/v1/{name=**}", "/v1/*/x", "/v1/a/x", "/v1/a/x:go"]
+            .iter()
+            .map(|t| Template::parse(t).unwrap())
+            .collect();
+        ts.sort_by_key(|t| t.specificity());
+        let order: Vec<String> = ts.iter().map(|t| t.shape()).collect();
+        assert_eq!(order, ["/v1/a/x:go", "/v1/a/x", "/v1/*/x", "/v1/**"]);
+    }
+}
