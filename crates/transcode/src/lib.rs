@@ -34,6 +34,7 @@
 pub mod error;
 pub mod rest;
 pub mod schema;
+pub mod stream;
 
 mod decode;
 mod direct;

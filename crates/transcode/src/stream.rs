@@ -1,0 +1,624 @@
+//! Stream framings: how a sequence of messages travels in one HTTP body, both ways.
+//!
+//! | framing | media type | a message | the end | an error after the first message |
+//! |---|---|---|---|---|
+//! | NDJSON | `application/x-ndjson` | a JSON object and `\n` | nothing | `{"@error": Status}` line |
+//! | JSON array | `application/json` | an element of one array | `]` | `{"@error": Status}` as the last element |
+//! | SSE | `text/event-stream` | `data: {json}` event | nothing | `event: error` with the Status as data |
+//! | MessagePack | `application/msgpack` | one msgpack value | nothing | map `{"@error": Status}` |
+//! | delimited protobuf | `application/x-protobuf` | varint length + bytes | nothing | a delimited google.rpc.Status (the `grpc-status` trailer tells it apart) |
+//!
+//! `@error` cannot clash with a field: JSON names starting with `@` are reserved by the JSON
+//! mapping (`@type`).
+
+use crate::error::ErrorKind;
+use crate::{Error, Format, wire};
+
+/// How a response stream is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Framing {
+    Ndjson,
+    JsonArray,
+    Sse,
+    Msgpack,
+    Delimited,
+}
+
+impl Framing {
+    /// The format each message is rendered in.
+    pub fn format(self) -> Format {
+        match self {
+            Framing::Ndjson | Framing::JsonArray | Framing::Sse => Format::Json,
+            Framing::Msgpack => Format::Msgpack,
+            Framing::Delimited => Format::Protobuf,
+        }
+    }
+
+    /// The media type of a body in this framing.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Framing::Ndjson => "application/x-ndjson",
+            Framing::JsonArray => "application/json",
+            Framing::Sse => "text/event-stream",
+            Framing::Msgpack => "application/msgpack",
+            Framing::Delimited => "application/x-protobuf",
+        }
+    }
+
+    /// The name used in logs and metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Framing::Ndjson => "ndjson",
+            Framing::JsonArray => "json",
+            Framing::Sse => "sse",
+            Framing::Msgpack => "msgpack",
+            Framing::Delimited => "protobuf",
+        }
+    }
+
+    /// Bytes that open a stream.
+    pub fn begin(self, out: &mut Vec<u8>) {
+        if self == Framing::JsonArray {
+            out.push(b'[');
+        }
+    }
+
+    /// Frames message number `index` (0-based), already rendered in [`Self::format`].
+    pub fn record(self, index: usize, message: &[u8], out: &mut Vec<u8>) {
+        match self {
+            Framing::Ndjson => {
+                out.extend_from_slice(message);
+                out.push(b'\n');
+            }
+            Framing::JsonArray => {
+                if index > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(message);
+            }
+            Framing::Sse => {
+                out.extend_from_slice(b"data: ");
+                out.extend_from_slice(message);
+                out.extend_from_slice(b"\n\n");
+            }
+            Framing::Msgpack => out.extend_from_slice(message),
+            Framing::Delimited => {
+                wire::put_varint(out, message.len() as u64);
+                out.extend_from_slice(message);
+            }
+        }
+    }
+
+    /// Bytes that close a stream of `count` messages.
+    pub fn end(self, _count: usize, out: &mut Vec<u8>) {
+        if self == Framing::JsonArray {
+            out.push(b']');
+        }
+    }
+
+    /// Closes a stream of `count` messages with a final status record; `status` is a
+    /// google.rpc.Status rendered in [`Self::format`].
+    pub fn error(self, count: usize, status: &[u8], out: &mut Vec<u8>) {
+        match self {
+            Framing::Ndjson => {
+                out.extend_from_slice(b"{\"@error\":");
+                out.extend_from_slice(status);
+                out.extend_from_slice(b"}\n");
+            }
+            Framing::JsonArray => {
+                if count > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"{\"@error\":");
+                out.extend_from_slice(status);
+                out.extend_from_slice(b"}]");
+            }
+            Framing::Sse => {
+                out.extend_from_slice(b"event: error\ndata: ");
+                out.extend_from_slice(status);
+                out.extend_from_slice(b"\n\n");
+            }
+            Framing::Msgpack => {
+                out.extend_from_slice(b"\x81\xa6@error");
+                out.extend_from_slice(status);
+            }
+            Framing::Delimited => {
+                wire::put_varint(out, status.len() as u64);
+                out.extend_from_slice(status);
+            }
+        }
+    }
+}
+
+/// How a request stream (client streaming) is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InFraming {
+    Ndjson,
+    JsonArray,
+    Msgpack,
+    Delimited,
+}
+
+impl InFraming {
+    pub fn format(self) -> Format {
+        match self {
+            InFraming::Ndjson | InFraming::JsonArray => Format::Json,
+            InFraming::Msgpack => Format::Msgpack,
+            InFraming::Delimited => Format::Protobuf,
+        }
+    }
+}
+
+/// Splits a request body into messages as its bytes arrive, holding at most one incomplete
+/// message (bounded by `max_message`).
+#[derive(Debug)]
+pub struct Splitter {
+    framing: InFraming,
+    max_message: usize,
+    buf: Vec<u8>,
+    /// Start of the unconsumed bytes in `buf`.
+    start: usize,
+    /// How far the current message has been scanned (JSON), or the length a msgpack scan
+    /// last needed: scans resume instead of starting over.
+    scanned: usize,
+    json: JsonScan,
+    /// Messages returned so far.
+    count: usize,
+    /// JSON array: `[` seen / `]` seen.
+    opened: bool,
+    closed: bool,
+    /// MessagePack: do not scan again before the unconsumed bytes reach this length.
+    msgpack_wait: usize,
+    /// The body has ended ([`Splitter::end`]).
+    ended: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct JsonScan {
+    depth: u32,
+    in_string: bool,
+    escape: bool,
+    started: bool,
+}
+
+impl Splitter {
+    pub fn new(framing: InFraming, max_message: usize) -> Splitter {
+        Splitter {
+            framing,
+            max_message,
+            buf: Vec::new(),
+            start: 0,
+            scanned: 0,
+            json: JsonScan::default(),
+            count: 0,
+            opened: false,
+            closed: false,
+            msgpack_wait: 0,
+            ended: false,
+        }
+    }
+
+    /// Messages returned so far.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Adds bytes of the body.
+    pub fn push(&mut self, chunk: &[u8]) {
+        if self.start > 0 && self.start >= self.buf.len() / 2 {
+            self.buf.drain(..self.start);
+            self.scanned -= self.start.min(self.scanned);
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next complete message, if the bytes so far hold one.
+    pub fn next_message(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        let r = match self.framing {
+            InFraming::Ndjson => self.next_line(),
+            InFraming::JsonArray => self.next_element(),
+            InFraming::Msgpack => self.next_msgpack(),
+            InFraming::Delimited => self.next_delimited(),
+        }?;
+        if r.is_some() {
+            self.count += 1;
+        } else if self.buf.len() - self.start > self.max_message.saturating_add(16) {
+            return Err(self.too_big());
+        }
+        Ok(r)
+    }
+
+    /// The body has ended: [`Self::next_message`] now returns what the last bytes hold (an
+    /// NDJSON line without its newline).
+    pub fn end(&mut self) {
+        self.ended = true;
+        self.msgpack_wait = 0;
+    }
+
+    /// After the last message: anything left must be blank, and a JSON array closed.
+    pub fn finish(&mut self) -> Result<(), Error> {
+        if self.framing == InFraming::JsonArray && self.opened && !self.closed {
+            return Err(self.err("the JSON array is not closed with ']'"));
+        }
+        if self.rest().iter().all(u8::is_ascii_whitespace)
+            || (matches!(self.framing, InFraming::Msgpack | InFraming::Delimited)
+                && self.rest().is_empty())
+        {
+            Ok(())
+        } else {
+            Err(self.err("the body ends inside a message"))
+        }
+    }
+
+    fn rest(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    fn err(&self, message: &str) -> Error {
+        Error::new(ErrorKind::Request {
+            message: format!("request stream, message {}: {message}", self.count),
+        })
+    }
+
+    fn too_big(&self) -> Error {
+        self.err(&format!(
+            "larger than the {} byte limit for one message",
+            self.max_message
+        ))
+    }
+
+    fn next_line(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        loop {
+            let from = self.scanned.max(self.start);
+            let end = match self.buf[from..].iter().position(|&b| b == b'\n') {
+                Some(nl) => from + nl,
+                None if self.ended && self.start < self.buf.len() => self.buf.len(),
+                None => {
+                    self.scanned = self.buf.len();
+                    return Ok(None);
+                }
+            };
+            let line = trim(&self.buf[self.start..end]).to_vec();
+            self.start = (end + 1).min(self.buf.len());
+            self.scanned = self.start;
+            if line.len() > self.max_message {
+                return Err(self.too_big());
+            }
+            if !line.is_empty() {
+                return Ok(Some(line));
+            }
+        }
+    }
+
+    fn next_element(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        if self.closed {
+            return if self.rest().iter().all(u8::is_ascii_whitespace) {
+                Ok(None)
+            } else {
+                Err(self.err("data after the closing ']'"))
+            };
+        }
+        if !self.opened {
+            let Some(i) = self.rest().iter().position(|b| !b.is_ascii_whitespace()) else {
+                return Ok(None);
+            };
+            if self.rest()[i] != b'[' {
+                return Err(self.err("a client stream in JSON is one array of messages"));
+            }
+            self.start += i + 1;
+            self.scanned = self.start;
+            self.opened = true;
+        }
+        let mut s = self.json;
+        let mut i = self.scanned.max(self.start);
+        while i < self.buf.len() {
+            let b = self.buf[i];
+            if s.in_string {
+                if s.escape {
+                    s.escape = false;
+                } else if b == b'\\' {
+                    s.escape = true;
+                } else if b == b'"' {
+                    s.in_string = false;
+                }
+            } else {
+                match b {
+                    b'"' => {
+                        s.in_string = true;
+                        s.started = true;
+                    }
+                    b'{' | b'[' => {
+                        s.depth += 1;
+                        s.started = true;
+                    }
+                    b'}' | b']' if s.depth > 0 => s.depth -= 1,
+                    b',' | b']' if s.depth == 0 => {
+                        let element = trim(&self.buf[self.start..i]).to_vec();
+                        self.start = i + 1;
+                        self.scanned = self.start;
+                        self.json = JsonScan::default();
+                        if b == b']' {
+                            self.closed = true;
+                            if element.is_empty() {
+                                if self.count > 0 {
+                                    return Err(self.err("a ',' before the closing ']'"));
+                                }
+                                return Ok(None);
+                            }
+                        } else if element.is_empty() {
+                            return Err(self.err("an empty element in the JSON array"));
+                        }
+                        return Ok(Some(element));
+                    }
+                    c if !c.is_ascii_whitespace() => s.started = true,
+                    _ => {}
+                }
+            }
+            i += 1;
+        }
+        self.json = s;
+        self.scanned = i;
+        Ok(None)
+    }
+
+    fn next_msgpack(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        let rest = self.rest();
+        if rest.is_empty() || rest.len() < self.msgpack_wait {
+            return Ok(None);
+        }
+        match msgpack_extent(rest, 200) {
+            Ok(Some(n)) => {
+                let v = rest[..n].to_vec();
+                self.start += n;
+                self.msgpack_wait = 0;
+                if v.len() > self.max_message {
+                    return Err(self.too_big());
+                }
+                Ok(Some(v))
+            }
+            Ok(None) => {
+                // Scan again only once the buffer has doubled: linear overall.
+                self.msgpack_wait = rest.len().saturating_mul(2);
+                Ok(None)
+            }
+            Err(e) => Err(self.err(&format!("malformed MessagePack: {e}"))),
+        }
+    }
+
+    fn next_delimited(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        let rest = self.rest();
+        let mut len: u64 = 0;
+        let mut i = 0;
+        loop {
+            let Some(&b) = rest.get(i) else {
+                return Ok(None);
+            };
+            if i == 9 {
+                return Err(self.err("malformed length prefix"));
+            }
+            len |= u64::from(b & 0x7f) << (7 * i);
+            i += 1;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        if len > self.max_message as u64 {
+            return Err(self.too_big());
+        }
+        let len = len as usize;
+        if rest.len() - i < len {
+            return Ok(None);
+        }
+        let v = rest[i..i + len].to_vec();
+        self.start += i + len;
+        Ok(Some(v))
+    }
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &b[start..end.max(start)]
+}
+
+/// The length of the first MessagePack value in `b`: `None` if `b` ends before it does.
+fn msgpack_extent(b: &[u8], max_depth: usize) -> Result<Option<usize>, String> {
+    let mut i = 0usize;
+    // Values still to read, per open container.
+    let mut pending: Vec<u64> = vec![1];
+    while let Some(left) = pending.last_mut() {
+        if *left == 0 {
+            pending.pop();
+            continue;
+        }
+        *left -= 1;
+        let Some(&m) = b.get(i) else { return Ok(None) };
+        i += 1;
+        let need = |i: usize, n: usize| -> Option<u64> {
+            b.get(i..i + n)
+                .map(|s| s.iter().fold(0u64, |a, &x| a << 8 | u64::from(x)))
+        };
+        let (skip, items): (u64, u64) = match m {
+            0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => (0, 0),
+            0x80..=0x8f => (0, 2 * u64::from(m & 0x0f)),
+            0x90..=0x9f => (0, u64::from(m & 0x0f)),
+            0xa0..=0xbf => (u64::from(m & 0x1f), 0),
+            0xc1 => return Err("the reserved byte 0xc1".into()),
+            0xc4 | 0xd9 => match need(i, 1) {
+                Some(n) => (1 + n, 0),
+                None => return Ok(None),
+            },
+            0xc5 | 0xda => match need(i, 2) {
+                Some(n) => (2 + n, 0),
+                None => return Ok(None),
+            },
+            0xc6 | 0xdb => match need(i, 4) {
+                Some(n) => (4 + n, 0),
+                None => return Ok(None),
+            },
+            0xc7 => match need(i, 1) {
+                Some(n) => (2 + n, 0),
+                None => return Ok(None),
+            },
+            0xc8 => match need(i, 2) {
+                Some(n) => (3 + n, 0),
+                None => return Ok(None),
+            },
+            0xc9 => match need(i, 4) {
+                Some(n) => (5 + n, 0),
+                None => return Ok(None),
+            },
+            0xca | 0xce | 0xd2 => (4, 0),
+            0xcb | 0xcf | 0xd3 => (8, 0),
+            0xcc | 0xd0 => (1, 0),
+            0xcd | 0xd1 => (2, 0),
+            0xd4 => (2, 0),
+            0xd5 => (3, 0),
+            0xd6 => (5, 0),
+            0xd7 => (9, 0),
+            0xd8 => (17, 0),
+            0xdc => match need(i, 2) {
+                Some(n) => (2, n),
+                None => return Ok(None),
+            },
+            0xdd => match need(i, 4) {
+                Some(n) => (4, n),
+                None => return Ok(None),
+            },
+            0xde => match need(i, 2) {
+                Some(n) => (2, 2 * n),
+                None => return Ok(None),
+            },
+            0xdf => match need(i, 4) {
+                Some(n) => (4, 2 * n),
+                None => return Ok(None),
+            },
+        };
+        i = match usize::try_from(skip).ok().and_then(|s| i.checked_add(s)) {
+            Some(n) => n,
+            None => return Err("a length beyond the address space".into()),
+        };
+        if items > 0 {
+            if pending.len() > max_depth {
+                return Err(format!("nesting deeper than {max_depth}"));
+            }
+            pending.push(items);
+        }
+    }
+    Ok((i <= b.len()).then_some(i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(framing: InFraming, body: &[u8], chunk: usize) -> Result<Vec<Vec<u8>>, String> {
+        let mut s = Splitter::new(framing, 64);
+        let mut out = Vec::new();
+        for c in body.chunks(chunk.max(1)) {
+            s.push(c);
+            while let Some(m) = s.next_message().map_err(|e| e.to_string())? {
+                out.push(m);
+            }
+        }
+        s.end();
+        while let Some(m) = s.next_message().map_err(|e| e.to_string())? {
+            out.push(m);
+        }
+        s.finish().map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+
+    #[test]
+    fn splits_every_framing_at_any_chunk_size() {
+        let cases: [(InFraming, &[u8], Vec<&[u8]>); 4] = [
+            (
+                InFraming::Ndjson,
+                b"{\"a\":1}\n\n {\"b\":\"x\\n\"}\r\n{\"c\":2}",
+                vec![b"{\"a\":1}", b"{\"b\":\"x\\n\"}", b"{\"c\":2}"],
+            ),
+            (
+                InFraming::JsonArray,
+                b" [ {\"a\":[1,2]} , {\"b\":\"],\\\"\"},{} ] ",
+                vec![b"{\"a\":[1,2]}", b"{\"b\":\"],\\\"\"}", b"{}"],
+            ),
+            (
+                InFraming::Msgpack,
+                b"\x81\xa1a\x01\x80\x82\xa1b\x92\x01\xcd\x01\x00\xa1c\xc4\x02xy",
+                vec![
+                    b"\x81\xa1a\x01",
+                    b"\x80",
+                    b"\x82\xa1b\x92\x01\xcd\x01\x00\xa1c\xc4\x02xy",
+                ],
+            ),
+            (
+                InFraming::Delimited,
+                b"\x02\x08\x01\x00\x03\x12\x01x",
+                vec![b"\x08\x01", b"", b"\x12\x01x"],
+            ),
+        ];
+        for (framing, body, want) in cases {
+            for chunk in 1..=body.len() {
+                let got = split(framing, body, chunk).unwrap();
+                assert_eq!(got, want, "{framing:?} in chunks of {chunk}");
+            }
+        }
+        assert_eq!(
+            split(InFraming::JsonArray, b"[]", 1).unwrap(),
+            Vec::<Vec<u8>>::new()
+        );
+        assert_eq!(
+            split(InFraming::JsonArray, b"", 1).unwrap(),
+            Vec::<Vec<u8>>::new()
+        );
+    }
+
+    #[test]
+    fn bad_streams_are_errors() {
+        for (framing, body, want) in [
+            (InFraming::JsonArray, &b"{\"a\":1}"[..], "one array"),
+            (InFraming::JsonArray, b"[{},]", "before the closing"),
+            (InFraming::JsonArray, b"[{},,{}]", "empty element"),
+            (InFraming::JsonArray, b"[{}", "not closed"),
+            (InFraming::JsonArray, b"[{}] x", "after the closing"),
+            (InFraming::Msgpack, b"\x81\xa1a", "ends inside"),
+            (InFraming::Msgpack, b"\xc1", "reserved"),
+            (InFraming::Delimited, b"\x05\x01", "ends inside"),
+            (InFraming::Delimited, b"\x41", "limit"),
+            (
+                InFraming::Delimited,
+                b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+                "length prefix",
+            ),
+            (InFraming::Ndjson, &[b'x'; 100][..], "limit"),
+        ] {
+            let e = split(framing, body, 3).unwrap_err();
+            assert!(e.contains(want), "{framing:?} {body:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn frames_records_and_errors() {
+        let mut out = Vec::new();
+        Framing::JsonArray.begin(&mut out);
+        Framing::JsonArray.record(0, b"{}", &mut out);
+        Framing::JsonArray.record(1, b"{\"a\":1}", &mut out);
+        Framing::JsonArray.error(2, b"{\"code\":9}", &mut out);
+        assert_eq!(out, b"[{},{\"a\":1},{\"@error\":{\"code\":9}}]");
+        let mut out = Vec::new();
+        Framing::Sse.record(0, b"{}", &mut out);
+        Framing::Sse.error(1, b"{\"code\":9}", &mut out);
+        assert_eq!(out, b"data: {}\n\nevent: error\ndata: {\"code\":9}\n\n");
+        let mut out = Vec::new();
+        Framing::Delimited.record(0, b"\x08\x01", &mut out);
+        Framing::Delimited.end(1, &mut out);
+        assert_eq!(out, b"\x02\x08\x01");
+    }
+}
