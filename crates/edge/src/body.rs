@@ -1,10 +1,60 @@
-//! Reading a request body with the size limit enforced while reading.
+//! Bodies: reading a request body with the size limit enforced while reading, and the
+//! response body (one buffer, or a stream of frames for streaming methods).
 
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http_body::Body;
+use futures_core::Stream;
+use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
+
+/// A response body: one buffer (with its exact length), or a stream of frames (data, then
+/// trailers) pulled only as fast as the client reads.
+pub struct ResponseBody(Inner);
+
+enum Inner {
+    Full(Option<Bytes>),
+    Stream(Pin<Box<dyn Stream<Item = Frame<Bytes>> + Send>>),
+}
+
+impl ResponseBody {
+    pub fn full(bytes: Bytes) -> ResponseBody {
+        ResponseBody(Inner::Full((!bytes.is_empty()).then_some(bytes)))
+    }
+
+    pub fn stream(frames: impl Stream<Item = Frame<Bytes>> + Send + 'static) -> ResponseBody {
+        ResponseBody(Inner::Stream(Box::pin(frames)))
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match &mut self.0 {
+            Inner::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Inner::Stream(s) => s.as_mut().poll_next(cx).map(|f| f.map(Ok)),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.0, Inner::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.0 {
+            Inner::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Inner::Stream(_) => SizeHint::default(),
+        }
+    }
+}
 
 use crate::error::EdgeError;
 

@@ -82,14 +82,18 @@ pub enum EdgeError {
     UnsupportedMediaType(String),
     NotAcceptable(String),
     UnknownMethod(String),
-    /// A method path used with another HTTP method than POST.
+    /// A request that does not map onto the method (a bad query parameter or path variable,
+    /// a malformed message in a request stream...): the message names what.
+    BadRequest(String),
+    /// A path served under other HTTP methods only.
     MethodNotAllowed {
-        method: String,
+        /// `method pkg.Svc/Method` or `path /v1/...`.
+        what: String,
+        /// The methods it accepts, for the Allow header (`GET, DELETE`).
+        allow: String,
     },
-    /// The method streams; only unary methods are served over this route.
-    Streaming {
-        method: String,
-    },
+    /// Something this gateway does not serve (e.g. a bidirectional stream over HTTP/1.1).
+    NotImplemented(String),
     PayloadTooLarge {
         limit: usize,
     },
@@ -123,12 +127,14 @@ impl EdgeError {
     pub fn code_and_status(&self) -> (Code, StatusCode) {
         use EdgeError::*;
         match self {
-            BadBody(_) | BadHeader(_) => (Code::InvalidArgument, StatusCode::BAD_REQUEST),
+            BadBody(_) | BadHeader(_) | BadRequest(_) => {
+                (Code::InvalidArgument, StatusCode::BAD_REQUEST)
+            }
             UnsupportedMediaType(_) => (Code::InvalidArgument, StatusCode::UNSUPPORTED_MEDIA_TYPE),
             NotAcceptable(_) => (Code::InvalidArgument, StatusCode::NOT_ACCEPTABLE),
             UnknownMethod(_) => (Code::NotFound, StatusCode::NOT_FOUND),
             MethodNotAllowed { .. } => (Code::Unimplemented, StatusCode::METHOD_NOT_ALLOWED),
-            Streaming { .. } => (Code::Unimplemented, StatusCode::NOT_IMPLEMENTED),
+            NotImplemented(_) => (Code::Unimplemented, StatusCode::NOT_IMPLEMENTED),
             PayloadTooLarge { .. } => (Code::ResourceExhausted, StatusCode::PAYLOAD_TOO_LARGE),
             BodyTimeout => (Code::DeadlineExceeded, StatusCode::REQUEST_TIMEOUT),
             ClientClosed(_) => (Code::Cancelled, Code::Cancelled.http_status()),
@@ -154,16 +160,14 @@ impl fmt::Display for EdgeError {
         match self {
             BadBody(e) => write!(f, "invalid request body: {e}"),
             BadHeader(m)
+            | BadRequest(m)
+            | NotImplemented(m)
             | UnsupportedMediaType(m)
             | NotAcceptable(m)
             | Unavailable(m)
             | Internal(m) => f.write_str(m),
             UnknownMethod(path) => write!(f, "no method {path} in the loaded schema"),
-            MethodNotAllowed { method } => write!(f, "method {method} accepts POST only"),
-            Streaming { method } => write!(
-                f,
-                "method {method} is a streaming method; streaming is not served yet, only unary methods"
-            ),
+            MethodNotAllowed { what, allow } => write!(f, "{what} accepts {allow} only"),
             PayloadTooLarge { limit } => {
                 write!(f, "request body exceeds the limit of {limit} bytes")
             }

@@ -55,6 +55,14 @@ pub struct EdgeConfig {
     /// Time in-flight requests get to finish after shutdown begins (default: the upstream
     /// timeout, so no call that could still succeed is cut).
     pub shutdown_grace: Duration,
+    /// HTTP rules beside the schema's `google.api.http` annotations; a rule here replaces the
+    /// annotations of the method it selects.
+    pub http_rules: Vec<transcode::rest::HttpRule>,
+    /// Query parameters that name no field: 400 (default) or ignored.
+    pub unknown_query: transcode::rest::UnknownQuery,
+    /// Largest request stream body (client and bidirectional streaming), over all its
+    /// messages; each message is held to `max_body_bytes` (default 64 MiB).
+    pub max_stream_bytes: usize,
 }
 
 impl Default for EdgeConfig {
@@ -70,6 +78,9 @@ impl Default for EdgeConfig {
             max_header_bytes: 64 * 1024,
             max_concurrent_streams: 1024,
             shutdown_grace: Duration::from_secs(30),
+            http_rules: Vec::new(),
+            unknown_query: transcode::rest::UnknownQuery::Reject,
+            max_stream_bytes: 64 * 1024 * 1024,
         }
     }
 }

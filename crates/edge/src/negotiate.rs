@@ -4,6 +4,7 @@
 
 use http::HeaderValue;
 use transcode::Format;
+use transcode::stream::{Framing, InFraming};
 
 use crate::error::EdgeError;
 
@@ -35,9 +36,6 @@ const PREFERENCE: [Format; 3] = [Format::Protobuf, Format::Msgpack, Format::Json
 /// The accepted request media types, for 415 messages.
 pub const ACCEPTED_CONTENT_TYPES: &str = "application/json, application/msgpack (or application/x-msgpack, \
      application/vnd.msgpack), application/x-protobuf (or application/protobuf, application/x-google-protobuf)";
-
-/// The response media types we serve, for 406 messages.
-pub const SERVED_TYPES: &str = "application/x-protobuf, application/msgpack, application/json";
 
 fn types_of(f: Format) -> &'static [&'static str] {
     match f {
@@ -81,22 +79,105 @@ pub fn negotiate(
     strict: bool,
 ) -> Result<Negotiated, EdgeError> {
     let request = request_format(content_type)?;
+    let (response, fallback) = response_format(request, accept, strict, true)?;
+    Ok(Negotiated {
+        request,
+        response,
+        fallback,
+    })
+}
+
+/// The response format from Accept, `request` being the format a missing Accept (or a tie)
+/// picks. `protobuf` false: the response has no protobuf form (a `response_body` that is not
+/// a message), so protobuf is not offered.
+pub fn response_format(
+    request: Format,
+    accept: Option<&HeaderValue>,
+    strict: bool,
+    protobuf: bool,
+) -> Result<(Format, bool), EdgeError> {
+    let offers: &[(Format, &[&str])] = if protobuf {
+        &[
+            (Format::Protobuf, PROTOBUF),
+            (Format::Msgpack, MSGPACK),
+            (Format::Json, JSON),
+        ]
+    } else {
+        &[(Format::Msgpack, MSGPACK), (Format::Json, JSON)]
+    };
+    let default = if protobuf || request != Format::Protobuf {
+        request
+    } else {
+        Format::Json
+    };
+    choose(offers, default, Format::Json, accept, strict)
+}
+
+/// Media types of the stream framings, the canonical one first.
+const NDJSON: &[&str] = &["application/x-ndjson", "application/jsonl"];
+const SSE: &[&str] = &["text/event-stream"];
+
+/// The framing of a response stream from Accept; `default` is what a missing Accept (or a
+/// tie) picks. Ties otherwise: protobuf > msgpack > NDJSON > JSON array > SSE.
+pub fn response_framing(
+    default: Framing,
+    accept: Option<&HeaderValue>,
+    strict: bool,
+) -> Result<(Framing, bool), EdgeError> {
+    let offers: &[(Framing, &[&str])] = &[
+        (Framing::Delimited, PROTOBUF),
+        (Framing::Msgpack, MSGPACK),
+        (Framing::Ndjson, NDJSON),
+        (Framing::JsonArray, JSON),
+        (Framing::Sse, SSE),
+    ];
+    choose(offers, default, Framing::JsonArray, accept, strict)
+}
+
+/// The framing of a request stream from its Content-Type.
+pub fn request_framing(content_type: Option<&HeaderValue>) -> Result<InFraming, EdgeError> {
+    let essence = content_type
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.parse::<mime::Mime>().ok())
+        .map(|m| m.essence_str().to_ascii_lowercase());
+    match essence.as_deref() {
+        Some(t) if NDJSON.contains(&t) => Ok(InFraming::Ndjson),
+        Some(t) if JSON.contains(&t) => Ok(InFraming::JsonArray),
+        Some(t) if MSGPACK.contains(&t) => Ok(InFraming::Msgpack),
+        Some(t) if PROTOBUF.contains(&t) => Ok(InFraming::Delimited),
+        _ => Err(EdgeError::UnsupportedMediaType(format!(
+            "a request stream is application/x-ndjson, application/json (one array), \
+             application/msgpack (consecutive values) or application/x-protobuf \
+             (varint-delimited messages); got {}",
+            content_type
+                .and_then(|v| v.to_str().ok())
+                .map_or("no Content-Type".to_owned(), |t| format!("{t:?}"))
+        ))),
+    }
+}
+
+/// Picks among `offers` (in the server's order of preference) by Accept. A tie at the top q
+/// goes to `default` when it is among them; nothing acceptable gives `fallback` (flagged), or
+/// 406 when `strict`.
+fn choose<T: Copy + PartialEq>(
+    offers: &[(T, &[&str])],
+    default: T,
+    fallback: T,
+    accept: Option<&HeaderValue>,
+    strict: bool,
+) -> Result<(T, bool), EdgeError> {
     let accept = accept
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .unwrap_or("");
     if accept.is_empty() {
-        return Ok(Negotiated {
-            request,
-            response: request,
-            fallback: false,
-        });
+        return Ok((default, false));
     }
     let ranges = parse_accept(accept);
-    // q of each format: the q of the most specific range matching any of its media types.
-    let q_of = |f: Format| -> u16 {
+    // q of an offer: the q of the most specific range matching any of its media types.
+    let q_of = |types: &[&str]| -> u16 {
         let mut best: Option<(u8, u16)> = None;
-        for ty in types_of(f) {
+        for ty in types {
             let (t, s) = ty.split_once('/').unwrap_or((ty, ""));
             for r in &ranges {
                 let spec = if r.ty == t && r.sub == s {
@@ -115,34 +196,27 @@ pub fn negotiate(
         }
         best.map_or(0, |(_, q)| q)
     };
-    let qs: Vec<(Format, u16)> = PREFERENCE.into_iter().map(|f| (f, q_of(f))).collect();
+    let qs: Vec<(T, u16)> = offers.iter().map(|(f, types)| (*f, q_of(types))).collect();
     let top = qs.iter().map(|(_, q)| *q).max().unwrap_or(0);
     if top == 0 {
         if strict {
+            let served: Vec<&str> = offers.iter().map(|(_, t)| t[0]).collect();
             return Err(EdgeError::NotAcceptable(format!(
-                "Accept {accept:?} names no type this gateway serves ({SERVED_TYPES})"
+                "Accept {accept:?} names no type this gateway serves here ({})",
+                served.join(", ")
             )));
         }
-        return Ok(Negotiated {
-            request,
-            response: Format::Json,
-            fallback: true,
-        });
+        return Ok((fallback, true));
     }
-    let tied = |f: Format| qs.iter().any(|(g, q)| *g == f && *q == top);
-    let response = if tied(request) {
-        request
+    let tied = |f: T| qs.iter().any(|(g, q)| *g == f && *q == top);
+    let chosen = if tied(default) {
+        default
     } else {
-        PREFERENCE
-            .into_iter()
-            .find(|f| tied(*f))
-            .unwrap_or(Format::Json)
+        qs.iter()
+            .find(|(f, _)| tied(*f))
+            .map_or(fallback, |(f, _)| *f)
     };
-    Ok(Negotiated {
-        request,
-        response,
-        fallback: false,
-    })
+    Ok((chosen, false))
 }
 
 struct Range {
@@ -323,6 +397,64 @@ mod tests {
                 "{ct} / {accept:?}"
             );
         }
+    }
+
+    #[test]
+    fn stream_framings() {
+        let framing = |default, accept: Option<&str>| {
+            let accept = accept.map(|a| HeaderValue::from_str(a).unwrap());
+            response_framing(default, accept.as_ref(), false).unwrap()
+        };
+        use Framing::*;
+        assert_eq!(framing(JsonArray, None), (JsonArray, false));
+        assert_eq!(framing(Ndjson, Some("*/*")), (Ndjson, false));
+        assert_eq!(framing(JsonArray, Some("text/event-stream")), (Sse, false));
+        assert_eq!(
+            framing(JsonArray, Some("application/x-ndjson")),
+            (Ndjson, false)
+        );
+        assert_eq!(
+            framing(JsonArray, Some("application/jsonl")),
+            (Ndjson, false)
+        );
+        assert_eq!(
+            framing(JsonArray, Some("application/x-protobuf, application/json")),
+            (JsonArray, false)
+        );
+        assert_eq!(
+            framing(Sse, Some("application/x-protobuf, application/json")),
+            (Delimited, false)
+        );
+        assert_eq!(framing(JsonArray, Some("text/html")), (JsonArray, true));
+        let hv = |s: &'static str| Some(HeaderValue::from_static(s));
+        assert_eq!(
+            request_framing(hv("application/x-ndjson").as_ref()).unwrap(),
+            InFraming::Ndjson
+        );
+        assert_eq!(
+            request_framing(hv("application/json; charset=utf-8").as_ref()).unwrap(),
+            InFraming::JsonArray
+        );
+        assert_eq!(
+            request_framing(hv("application/x-msgpack").as_ref()).unwrap(),
+            InFraming::Msgpack
+        );
+        assert_eq!(
+            request_framing(hv("application/protobuf").as_ref()).unwrap(),
+            InFraming::Delimited
+        );
+        assert!(request_framing(hv("text/plain").as_ref()).is_err());
+        assert!(request_framing(None).is_err());
+        // A response without a protobuf form: protobuf is not offered.
+        let accept = HeaderValue::from_static("application/x-protobuf");
+        assert_eq!(
+            response_format(Format::Protobuf, Some(&accept), false, false).unwrap(),
+            (Format::Json, true)
+        );
+        assert_eq!(
+            response_format(Format::Protobuf, None, false, false).unwrap(),
+            (Format::Json, false)
+        );
     }
 
     #[test]

@@ -9,11 +9,12 @@ use http::{
     HeaderMap, HeaderName, HeaderValue, Method as HttpMethod, Request, Response, StatusCode, header,
 };
 use http_body::Body;
-use http_body_util::Full;
 use tonic::metadata::MetadataMap;
-use transcode::{Findings, Format, MessageDescriptor, Method, Schema};
+use transcode::rest::{Lookup, RequestBody, Route, Routes};
+use transcode::{Findings, Format, MessageDescriptor, Method, Schema, StreamingKind};
 
 use crate::EdgeConfig;
+pub use crate::body::ResponseBody;
 use crate::body::read_limited;
 use crate::downgrade::{Client, Downgrade, DowngradeLog, Reason};
 use crate::error::{Code, EdgeError};
@@ -21,9 +22,12 @@ use crate::metrics::{DowngradeLabels, MethodLabels, MethodName, Metrics, Request
 use crate::negotiate::{self, Negotiated};
 use crate::upstream::Upstreams;
 
+mod streams;
+
 /// Everything a request needs, built before serving and shared read-only.
 pub struct Edge {
     schema: Schema,
+    routes: Routes,
     upstreams: Upstreams,
     config: EdgeConfig,
     metrics: Metrics,
@@ -44,20 +48,27 @@ struct RequestCtx<'a> {
     client: Client,
 }
 
-/// The response body type.
-pub type ResponseBody = Full<Bytes>;
+/// What a request addresses: a method, through its gRPC path or an HTTP rule.
+#[derive(Clone, Copy)]
+struct Target<'a, 'v> {
+    method: &'a Method,
+    /// The HTTP rule and its variables' raw values (None: `POST /pkg.Service/Method`).
+    route: Option<(&'a Route, &'v [&'a str])>,
+}
 
 impl Edge {
     pub fn new(schema: Schema, upstreams: Upstreams, config: EdgeConfig) -> Result<Edge, String> {
         let status = schema
             .message("google.rpc.Status")
             .ok_or("the schema lacks google.rpc.Status and the bundled copy could not be added")?;
+        let routes = Routes::new(&schema, &config.http_rules).map_err(|e| e.to_string())?;
         let downgrades = DowngradeLog::new(
             config.downgrade_log_interval,
             crate::downgrade::DEFAULT_CAPACITY,
         );
         Ok(Edge {
             schema,
+            routes,
             upstreams,
             config,
             metrics: Metrics::new(),
@@ -80,6 +91,11 @@ impl Edge {
         &self.schema
     }
 
+    /// The HTTP rules' routes (annotations and configured rules).
+    pub fn routes(&self) -> &Routes {
+        &self.routes
+    }
+
     pub fn upstreams(&self) -> &Upstreams {
         &self.upstreams
     }
@@ -91,7 +107,7 @@ impl Edge {
     /// Serves one request. Never fails: every error becomes a response.
     pub async fn handle<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody>
     where
-        B: Body<Data = Bytes> + Unpin,
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: std::fmt::Display,
     {
         let path = req.uri().path();
@@ -126,7 +142,8 @@ impl Edge {
         };
         self.metrics.in_flight.inc();
         let _in_flight = InFlight(&self.metrics);
-        let result = self.unary(&mut ctx, req).await;
+        let (head, body) = req.into_parts();
+        let result = self.dispatch(&mut ctx, &head, body).await;
         let response = match result {
             Ok(response) => response,
             Err(err) => self.error_response(&mut ctx, &err),
@@ -135,148 +152,333 @@ impl Edge {
         response
     }
 
-    async fn unary<'s, B>(
-        &'s self,
+    /// Routes a request to its method and serves it by the method's shape.
+    async fn dispatch<'s, B>(
+        self: &'s Arc<Self>,
         ctx: &mut RequestCtx<'s>,
-        req: Request<B>,
+        head: &'s http::request::Parts,
+        body: B,
     ) -> Result<Response<ResponseBody>, EdgeError>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display,
+    {
+        // route: `POST /pkg.Service/Method`, else the HTTP rules.
+        let path = head.uri.path();
+        let grpc_path = self.schema.method(path);
+        let values;
+        let target = match grpc_path {
+            Some(method) if head.method == HttpMethod::POST => Target {
+                method,
+                route: None,
+            },
+            _ => match self.routes.find(head.method.as_str(), path) {
+                Lookup::Found(route, found) => {
+                    values = found;
+                    Target {
+                        method: &route.method,
+                        route: Some((route, &values)),
+                    }
+                }
+                Lookup::MethodNotAllowed(allow) => {
+                    let mut allow = allow.join(", ");
+                    if grpc_path.is_some() {
+                        allow.push_str(", POST");
+                    }
+                    return Err(EdgeError::MethodNotAllowed {
+                        what: format!("path {path}"),
+                        allow,
+                    });
+                }
+                Lookup::NotFound => {
+                    return Err(match grpc_path {
+                        Some(method) => {
+                            ctx.method = Some(method);
+                            EdgeError::MethodNotAllowed {
+                                what: format!("method {}", method.full_name),
+                                allow: "POST".into(),
+                            }
+                        }
+                        None => EdgeError::UnknownMethod(path.to_owned()),
+                    });
+                }
+            },
+        };
+        ctx.method = Some(target.method);
+        match target.method.streaming {
+            StreamingKind::Unary => self.unary(ctx, head, target, body).await,
+            StreamingKind::ServerStreaming => self.server_stream(ctx, head, target, body).await,
+            StreamingKind::ClientStreaming | StreamingKind::Bidirectional => {
+                self.client_stream(ctx, head, target, body).await
+            }
+        }
+    }
+
+    /// The request's format and the unary response's, from Content-Type and Accept. Under an
+    /// HTTP rule, a request without Content-Type is taken as JSON (a GET has no body; a body
+    /// without a type is refused when it is read).
+    fn negotiate_unary(
+        &self,
+        head: &http::request::Parts,
+        target: Target<'_, '_>,
+    ) -> Result<Negotiated, EdgeError> {
+        let content_type = head.headers.get(header::CONTENT_TYPE);
+        let accept = head.headers.get(header::ACCEPT);
+        let strict = self.config.strict_accept;
+        let Some((route, _)) = target.route else {
+            return negotiate::negotiate(content_type, accept, strict);
+        };
+        let request = if route.raw_request() || content_type.is_none() {
+            Format::Json
+        } else {
+            negotiate::request_format(content_type)?
+        };
+        if route.raw_response() {
+            return Ok(Negotiated {
+                request,
+                response: Format::Protobuf,
+                fallback: false,
+            });
+        }
+        let (response, fallback) =
+            negotiate::response_format(request, accept, strict, route.protobuf_response())?;
+        Ok(Negotiated {
+            request,
+            response,
+            fallback,
+        })
+    }
+
+    /// The deadline of the upstream call: the client's (`grpc-timeout`, `X-Timeout`) capped by
+    /// `--upstream-timeout`.
+    fn deadline(&self, head: &http::request::Parts) -> Result<Duration, EdgeError> {
+        let timeout = client_timeout(&head.headers)?;
+        Ok(timeout.map_or(self.config.upstream_timeout, |t| {
+            t.min(self.config.upstream_timeout)
+        }))
+    }
+
+    /// Reads the body and builds the request message: the body converted (or passed through),
+    /// and under an HTTP rule the path variables and query parameters bound in.
+    async fn request_message<B>(
+        &self,
+        head: &http::request::Parts,
+        target: Target<'_, '_>,
+        formats: Negotiated,
+        body: B,
+    ) -> Result<Bytes, EdgeError>
     where
         B: Body<Data = Bytes> + Unpin,
         B::Error: std::fmt::Display,
     {
-        let (head, body) = req.into_parts();
-
-        // route
-        let Some(method) = self.schema.method(head.uri.path()) else {
-            return Err(EdgeError::UnknownMethod(head.uri.path().to_owned()));
-        };
-        ctx.method = Some(method);
-        if head.method != HttpMethod::POST {
-            return Err(EdgeError::MethodNotAllowed {
-                method: method.full_name.to_string(),
-            });
-        }
-        if method.streaming != transcode::StreamingKind::Unary {
-            return Err(EdgeError::Streaming {
-                method: method.full_name.to_string(),
-            });
-        }
-
-        // negotiate
-        let formats = negotiate::negotiate(
-            head.headers.get(header::CONTENT_TYPE),
-            head.headers.get(header::ACCEPT),
-            self.config.strict_accept,
-        )?;
-        ctx.formats = Some(formats);
-        let timeout = client_timeout(&head.headers)?;
-        let timeout = timeout.map_or(self.config.upstream_timeout, |t| {
-            t.min(self.config.upstream_timeout)
-        });
-
-        // decode_request
         let body = read_limited(
             body,
             self.config.max_body_bytes,
             self.config.body_read_timeout,
         )
         .await?;
-        let body = match formats.request {
-            // Protobuf goes up as it came, unchecked: checking costs as much as the rest of
-            // the pass-through. A malformed body is diagnosed if the upstream fails on it.
-            Format::Protobuf => body,
-            from => {
-                // Protobuf is smaller than the JSON or MessagePack it came from.
-                let mut out = Vec::with_capacity(body.len());
-                self.schema
-                    .to_protobuf(&method.input, from, &body, &mut out, &self.transcode)
-                    .map_err(EdgeError::BadBody)?;
-                // The text is not needed any more: free it before the call (peak memory).
-                drop(body);
-                Bytes::from(out)
-            }
+        let input = &target.method.input;
+        let Some((route, values)) = target.route else {
+            return match formats.request {
+                // Protobuf goes up as it came, unchecked: checking costs as much as the rest
+                // of the pass-through. A malformed body is diagnosed if the upstream fails.
+                Format::Protobuf => Ok(body),
+                from => {
+                    // Protobuf is smaller than the JSON or MessagePack it came from.
+                    let mut out = Vec::with_capacity(body.len());
+                    self.schema
+                        .to_protobuf(input, from, &body, &mut out, &self.transcode)
+                        .map_err(EdgeError::BadBody)?;
+                    Ok(Bytes::from(out))
+                }
+            };
         };
+        let request_body = if body.is_empty() {
+            RequestBody::Empty
+        } else if route.raw_request() {
+            RequestBody::Raw {
+                content_type: header_str(&head.headers, header::CONTENT_TYPE).unwrap_or(""),
+                data: &body,
+            }
+        } else {
+            if head.headers.get(header::CONTENT_TYPE).is_none() {
+                return Err(EdgeError::UnsupportedMediaType(
+                    "missing Content-Type header for a request with a body".into(),
+                ));
+            }
+            RequestBody::Formatted(formats.request, &body)
+        };
+        let mut out = Vec::with_capacity(body.len() + 64);
+        route
+            .request(
+                &self.schema,
+                values,
+                head.uri.query(),
+                request_body,
+                self.config.unknown_query,
+                &self.transcode,
+                &mut out,
+            )
+            .map_err(bad_request)?;
+        Ok(Bytes::from(out))
+    }
+
+    async fn unary<'s, B>(
+        &'s self,
+        ctx: &mut RequestCtx<'s>,
+        head: &http::request::Parts,
+        target: Target<'s, '_>,
+        body: B,
+    ) -> Result<Response<ResponseBody>, EdgeError>
+    where
+        B: Body<Data = Bytes> + Unpin,
+        B::Error: std::fmt::Display,
+    {
+        let method = target.method;
+        // negotiate
+        let formats = self.negotiate_unary(head, target)?;
+        ctx.formats = Some(formats);
+        let timeout = self.deadline(head)?;
+
+        // decode_request
+        let message = self.request_message(head, target, formats, body).await?;
 
         // call_upstream
         let metadata = upstream_metadata(&head.headers);
         let started = Instant::now();
         // A pass-through body is kept (a reference count, no copy) to diagnose a failure;
         // bodies the gateway encoded itself are well-formed and need not be kept.
-        let sent = (formats.request == Format::Protobuf).then(|| body.clone());
+        let sent = (formats.request == Format::Protobuf).then(|| message.clone());
         let call = self
             .upstreams
-            .unary(&method.service, &method.path, body, metadata, timeout);
+            .unary(&method.service, &method.path, message, metadata, timeout);
         let answer = tokio::time::timeout(timeout, call).await;
-        self.metrics
-            .upstream_duration
-            .get_or_create(&MethodLabels {
-                method: MethodName(method.full_name.clone()),
-            })
-            .observe(started.elapsed().as_secs_f64());
+        self.observe_upstream(method, started);
         let answer = match answer {
             Err(_) => return Err(EdgeError::DeadlineExceeded),
-            // The upstream enforces the grpc-timeout we sent and may answer first, as
-            // CANCELLED (tonic) or DEADLINE_EXCEEDED: either way our deadline has passed.
-            Ok(Err(status))
-                if matches!(
-                    status.code(),
-                    tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
-                ) && started.elapsed() >= timeout.mul_f64(0.9) =>
-            {
-                return Err(EdgeError::DeadlineExceeded);
-            }
             Ok(Err(status)) => {
-                // An upstream that cannot decode a pass-through body answers INTERNAL (tonic,
-                // grpc-go) or INVALID_ARGUMENT: if the body is malformed, that is the client's
-                // error, and it is named as such.
-                if let Some(sent) = &sent
-                    && matches!(
-                        status.code(),
-                        tonic::Code::Internal | tonic::Code::InvalidArgument | tonic::Code::Unknown
-                    )
-                    && let Err(e) =
-                        self.schema
-                            .validate_protobuf(&method.input, sent, &self.transcode)
-                {
-                    return Err(EdgeError::BadBody(e));
-                }
-                return Err(upstream_error(&status));
+                return Err(self.upstream_failure(method, &status, started, Some(timeout), sent));
             }
             Ok(Ok(answer)) => answer,
         };
 
         // encode_response
-        let body = match formats.response {
-            Format::Protobuf => answer.body,
-            to => {
-                let mut out = Vec::with_capacity(answer.body.len() * 2);
-                let findings = self
-                    .schema
-                    .from_protobuf(&method.output, to, &answer.body, &mut out, &self.transcode)
-                    .map_err(|e| {
-                        EdgeError::Internal(format!(
-                            "upstream response does not render as {}: {e}",
-                            to.as_str()
-                        ))
-                    })?;
-                self.note_downgrades(ctx, to, &findings);
-                Bytes::from(out)
-            }
-        };
-        let mut response = plain(
-            StatusCode::OK,
-            negotiate::content_type(formats.response),
-            body,
-        );
+        let mut response = self.unary_response(ctx, target, formats, &answer.body)?;
         response
             .headers_mut()
             .extend(metadata_headers(answer.metadata.into_headers()));
         Ok(response)
     }
 
-    /// Counts and logs the downgrades of one rendering of a protobuf message as `to`.
-    fn note_downgrades(&self, ctx: &RequestCtx<'_>, to: Format, findings: &Findings) {
-        let Some(method) = ctx.method else { return };
+    fn observe_upstream(&self, method: &Method, started: Instant) {
+        self.metrics
+            .upstream_duration
+            .get_or_create(&MethodLabels {
+                method: MethodName(method.full_name.clone()),
+            })
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// The error for a failed upstream call.
+    fn upstream_failure(
+        &self,
+        method: &Method,
+        status: &tonic::Status,
+        started: Instant,
+        timeout: Option<Duration>,
+        sent: Option<Bytes>,
+    ) -> EdgeError {
+        // The upstream enforces the grpc-timeout we sent and may answer first, as CANCELLED
+        // (tonic) or DEADLINE_EXCEEDED: either way our deadline has passed.
+        if let Some(timeout) = timeout
+            && matches!(
+                status.code(),
+                tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
+            )
+            && started.elapsed() >= timeout.mul_f64(0.9)
+        {
+            return EdgeError::DeadlineExceeded;
+        }
+        // An upstream that cannot decode a pass-through body answers INTERNAL (tonic,
+        // grpc-go) or INVALID_ARGUMENT: if the body is malformed, that is the client's error,
+        // and it is named as such.
+        if let Some(sent) = &sent
+            && matches!(
+                status.code(),
+                tonic::Code::Internal | tonic::Code::InvalidArgument | tonic::Code::Unknown
+            )
+            && let Err(e) = self
+                .schema
+                .validate_protobuf(&method.input, sent, &self.transcode)
+        {
+            return EdgeError::BadBody(e);
+        }
+        upstream_error(status)
+    }
+
+    /// A unary answer in the negotiated format (or raw, for a google.api.HttpBody).
+    fn unary_response(
+        &self,
+        ctx: &RequestCtx<'_>,
+        target: Target<'_, '_>,
+        formats: Negotiated,
+        answer: &Bytes,
+    ) -> Result<Response<ResponseBody>, EdgeError> {
+        let route = target.route.map(|(r, _)| r);
+        if let Some(route) = route.filter(|r| r.raw_response()) {
+            let (content_type, data) = route
+                .raw_response_parts(answer)
+                .map_err(|e| EdgeError::Internal(format!("upstream HttpBody is malformed: {e}")))?;
+            return Ok(raw_response(&content_type, Bytes::from(data)));
+        }
+        let to = formats.response;
+        let body = match (to, route) {
+            (Format::Protobuf, None) => answer.clone(),
+            (_, route) => {
+                let mut out = Vec::with_capacity(answer.len() * 2);
+                let rendered = match route {
+                    Some(route) => {
+                        route.response(&self.schema, to, answer, &mut out, &self.transcode)
+                    }
+                    None => self.schema.from_protobuf(
+                        &target.method.output,
+                        to,
+                        answer,
+                        &mut out,
+                        &self.transcode,
+                    ),
+                };
+                let findings = rendered.map_err(|e| {
+                    EdgeError::Internal(format!(
+                        "upstream response does not render as {}: {e}",
+                        to.as_str()
+                    ))
+                })?;
+                self.note_downgrades(
+                    target.method,
+                    &ctx.client,
+                    formats.fallback,
+                    to,
+                    &findings,
+                    true,
+                );
+                Bytes::from(out)
+            }
+        };
+        Ok(plain(StatusCode::OK, negotiate::content_type(to), body))
+    }
+
+    /// Counts the downgrades of one rendering of a protobuf message as `to`, and logs them
+    /// (rate-limited) when `log` (a stream logs its first message's only).
+    fn note_downgrades(
+        &self,
+        method: &Method,
+        client: &Client,
+        fallback: bool,
+        to: Format,
+        findings: &Findings,
+        log: bool,
+    ) {
         let note = |reason: Reason, findings: Option<&Findings>| {
             self.metrics
                 .downgrades
@@ -285,16 +487,17 @@ impl Edge {
                     reason: reason.as_str(),
                 })
                 .inc();
-            self.downgrades.record(&Downgrade {
-                method: &method.full_name,
-                reason,
-                format: to,
-                client: &ctx.client,
-                findings,
-            });
+            if log {
+                self.downgrades.record(&Downgrade {
+                    method: &method.full_name,
+                    reason,
+                    format: to,
+                    client,
+                    findings,
+                });
+            }
         };
         if to == Format::Json {
-            let fallback = ctx.formats.is_some_and(|f| f.fallback);
             note(
                 if fallback {
                     Reason::AcceptFallback
@@ -328,6 +531,38 @@ impl Edge {
             )
             .map_or(Format::Json, |n| n.response),
         };
+        let (body, findings) = self.status_rendering(err, format);
+        if let (Some(findings), Some(method)) = (findings, ctx.method) {
+            let fallback = ctx.formats.is_some_and(|f| f.fallback);
+            self.note_downgrades(method, &ctx.client, fallback, format, &findings, true);
+        }
+        let mut response = plain(status, negotiate::content_type(format), body);
+        let headers = response.headers_mut();
+        headers.insert("grpc-status", HeaderValue::from(code as i32));
+        if let Ok(v) = HeaderValue::from_str(&percent_encode_grpc_message(&message)) {
+            headers.insert("grpc-message", v);
+        }
+        if let EdgeError::MethodNotAllowed { allow, .. } = err
+            && let Ok(v) = HeaderValue::from_str(allow)
+        {
+            headers.insert(header::ALLOW, v);
+        }
+        if let EdgeError::Upstream(u) = err {
+            headers.extend(u.metadata.clone());
+        }
+        response
+    }
+
+    /// An error as google.rpc.Status in `format` (mid-stream status records).
+    fn status_body(&self, err: &EdgeError, format: Format) -> Bytes {
+        self.status_rendering(err, format).0
+    }
+
+    /// An error as google.rpc.Status in `format`, and the findings of rendering upstream
+    /// details (a downgrade) when there were any.
+    fn status_rendering(&self, err: &EdgeError, format: Format) -> (Bytes, Option<Findings>) {
+        let (code, _) = err.code_and_status();
+        let message = err.to_string();
         // Upstream details travel as they came: grpc-status-details-bin is a google.rpc.Status.
         let upstream_details = match err {
             EdgeError::Upstream(u) => u.details.clone(),
@@ -336,52 +571,32 @@ impl Edge {
         let from_upstream = upstream_details.is_some();
         let status_bytes = upstream_details
             .unwrap_or_else(|| Bytes::from(transcode::encode_status(code as i32, &message)));
-        let body = match format {
-            Format::Protobuf => status_bytes,
-            to => {
+        if format == Format::Protobuf {
+            return (status_bytes, None);
+        }
+        let mut out = Vec::new();
+        match self.schema.from_protobuf(
+            &self.status,
+            format,
+            &status_bytes,
+            &mut out,
+            &self.transcode,
+        ) {
+            Ok(findings) => (Bytes::from(out), from_upstream.then_some(findings)),
+            Err(e) => {
+                tracing::warn!(error = %e, "upstream grpc-status-details-bin does not render; sending code and message only");
+                let fallback = transcode::encode_status(code as i32, &message);
                 let mut out = Vec::new();
-                match self.schema.from_protobuf(
+                let _ = self.schema.from_protobuf(
                     &self.status,
-                    to,
-                    &status_bytes,
+                    format,
+                    &fallback,
                     &mut out,
                     &self.transcode,
-                ) {
-                    Ok(findings) => {
-                        if from_upstream {
-                            self.note_downgrades(ctx, to, &findings);
-                        }
-                        Bytes::from(out)
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "upstream grpc-status-details-bin does not render; sending code and message only");
-                        let fallback = transcode::encode_status(code as i32, &message);
-                        let mut out = Vec::new();
-                        let _ = self.schema.from_protobuf(
-                            &self.status,
-                            to,
-                            &fallback,
-                            &mut out,
-                            &self.transcode,
-                        );
-                        Bytes::from(out)
-                    }
-                }
+                );
+                (Bytes::from(out), None)
             }
-        };
-        let mut response = plain(status, negotiate::content_type(format), body);
-        let headers = response.headers_mut();
-        headers.insert("grpc-status", HeaderValue::from(code as i32));
-        if let Ok(v) = HeaderValue::from_str(&percent_encode_grpc_message(&message)) {
-            headers.insert("grpc-message", v);
         }
-        if let EdgeError::MethodNotAllowed { .. } = err {
-            headers.insert(header::ALLOW, HeaderValue::from_static("POST"));
-        }
-        if let EdgeError::Upstream(u) = err {
-            headers.extend(u.metadata.clone());
-        }
-        response
     }
 
     /// Metrics and the per-request debug line: runs for every outcome.
@@ -487,8 +702,28 @@ fn upstream_error(status: &tonic::Status) -> EdgeError {
     }))
 }
 
+/// A transcoding error as the client's: a request that does not map onto the method under its
+/// HTTP rule is a bad request; anything else is a bad body.
+fn bad_request(e: transcode::Error) -> EdgeError {
+    match e.kind() {
+        transcode::ErrorKind::Request { .. } => EdgeError::BadRequest(e.to_string()),
+        _ => EdgeError::BadBody(e),
+    }
+}
+
+/// A google.api.HttpBody answer: its bytes under its own content type.
+fn raw_response(content_type: &str, data: Bytes) -> Response<ResponseBody> {
+    let mut r = Response::new(ResponseBody::full(data));
+    let ct = HeaderValue::from_str(content_type)
+        .ok()
+        .filter(|_| !content_type.is_empty())
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    r.headers_mut().insert(header::CONTENT_TYPE, ct);
+    r
+}
+
 fn plain(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<ResponseBody> {
-    let mut r = Response::new(Full::new(body));
+    let mut r = Response::new(ResponseBody::full(body));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -113,6 +113,22 @@ impl Upstreams {
         v
     }
 
+    /// A ready client for `service`'s upstream.
+    async fn client(&self, service: &str) -> Result<tonic::client::Grpc<Channel>, Status> {
+        let Some((_, channel)) = self.by_service.get(service).or(self.default.as_ref()) else {
+            return Err(Status::unavailable(format!(
+                "no upstream configured for service {service}"
+            )));
+        };
+        let mut grpc = tonic::client::Grpc::new(channel.clone())
+            .max_decoding_message_size(self.max_response_bytes)
+            .max_encoding_message_size(usize::MAX);
+        grpc.ready()
+            .await
+            .map_err(|e| Status::unavailable(format!("upstream not reachable: {e}")))?;
+        Ok(grpc)
+    }
+
     /// Calls a unary method with raw protobuf bytes. `timeout` is sent as `grpc-timeout`; the
     /// caller enforces it too (tonic reports its own timeouts as Cancelled).
     pub async fn unary(
@@ -123,24 +139,68 @@ impl Upstreams {
         metadata: MetadataMap,
         timeout: Duration,
     ) -> Result<Answer, Status> {
-        let Some((_, channel)) = self.by_service.get(service).or(self.default.as_ref()) else {
-            return Err(Status::unavailable(format!(
-                "no upstream configured for service {service}"
-            )));
-        };
-        let path = PathAndQuery::try_from(path)
-            .map_err(|e| Status::internal(format!("bad method path: {e}")))?;
-        let mut grpc = tonic::client::Grpc::new(channel.clone())
-            .max_decoding_message_size(self.max_response_bytes)
-            .max_encoding_message_size(usize::MAX);
-        grpc.ready()
-            .await
-            .map_err(|e| Status::unavailable(format!("upstream not reachable: {e}")))?;
-        let mut request = tonic::Request::new(body);
-        *request.metadata_mut() = metadata;
-        request.set_timeout(timeout);
+        let path = method_path(path)?;
+        let mut grpc = self.client(service).await?;
+        let request = request(body, metadata, Some(timeout));
         let response = grpc.unary(request, path, BytesCodec).await?;
         let (metadata, body, _) = response.into_parts();
         Ok(Answer { body, metadata })
     }
+
+    /// Calls a method whose responses stream, with one request message (server streaming)
+    /// or a stream of them (bidirectional). Returns the response headers' metadata and the
+    /// stream; `timeout`, when given, is sent as `grpc-timeout`.
+    pub async fn streaming<S>(
+        &self,
+        service: &str,
+        path: &str,
+        requests: S,
+        metadata: MetadataMap,
+        timeout: Option<Duration>,
+    ) -> Result<(MetadataMap, tonic::Streaming<Bytes>), Status>
+    where
+        S: futures_core::Stream<Item = Bytes> + Send + 'static,
+    {
+        let path = method_path(path)?;
+        let mut grpc = self.client(service).await?;
+        let response = grpc
+            .streaming(request(requests, metadata, timeout), path, BytesCodec)
+            .await?;
+        let (metadata, stream, _) = response.into_parts();
+        Ok((metadata, stream))
+    }
+
+    /// Calls a client-streaming method: a stream of request messages, one answer.
+    pub async fn client_streaming<S>(
+        &self,
+        service: &str,
+        path: &str,
+        requests: S,
+        metadata: MetadataMap,
+        timeout: Option<Duration>,
+    ) -> Result<Answer, Status>
+    where
+        S: futures_core::Stream<Item = Bytes> + Send + 'static,
+    {
+        let path = method_path(path)?;
+        let mut grpc = self.client(service).await?;
+        let response = grpc
+            .client_streaming(request(requests, metadata, timeout), path, BytesCodec)
+            .await?;
+        let (metadata, body, _) = response.into_parts();
+        Ok(Answer { body, metadata })
+    }
+}
+
+fn method_path(path: &str) -> Result<PathAndQuery, Status> {
+    PathAndQuery::try_from(path).map_err(|e| Status::internal(format!("bad method path: {e}")))
+}
+
+fn request<T>(message: T, metadata: MetadataMap, timeout: Option<Duration>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    *request.metadata_mut() = metadata;
+    if let Some(timeout) = timeout {
+        request.set_timeout(timeout);
+    }
+    request
 }

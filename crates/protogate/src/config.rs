@@ -40,9 +40,23 @@ impl std::error::Error for ConfigError {}
 /// header_read_timeout = "10s"
 /// body_read_timeout = "30s"
 /// max_header_bytes = 65536
+/// max_stream_bytes = 67108864                # a client stream's whole body
+/// unknown_query_parameters = "reject"        # or "ignore"
 ///
 /// [services."demo.shop.v1.Shop"]
 /// upstream = "http://127.0.0.1:50052"
+///
+/// # google.api.http rules for methods whose protos cannot be annotated; a rule here
+/// # replaces the annotations of the method it selects.
+/// [[http_rules]]
+/// selector = "demo.shop.v1.Shop.GetOrder"
+/// get = "/v1/orders/{id}"                    # or put / post / delete / patch,
+///                                            # or custom = { kind = "SEARCH", path = "/v1/orders" }
+/// body = ""                                  # "*", "" or a top-level field
+/// response_body = ""
+/// [[http_rules.additional_bindings]]
+/// post = "/v1/orders/{id}:get"
+/// body = "*"
 /// ```
 /// Relative paths are relative to the file's directory.
 #[derive(Debug, Default, Deserialize)]
@@ -65,8 +79,89 @@ pub struct FileConfig {
     pub header_read_timeout: Option<String>,
     pub body_read_timeout: Option<String>,
     pub max_header_bytes: Option<usize>,
+    pub max_stream_bytes: Option<usize>,
+    pub unknown_query_parameters: Option<UnknownQueryConfig>,
     #[serde(default)]
     pub services: BTreeMap<String, ServiceConfig>,
+    #[serde(default)]
+    pub http_rules: Vec<HttpRuleConfig>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownQueryConfig {
+    Reject,
+    Ignore,
+}
+
+/// A google.api.HttpRule in TOML, spelled as in the proto (and in grpc-gateway's YAML).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpRuleConfig {
+    pub selector: Option<String>,
+    pub get: Option<String>,
+    pub put: Option<String>,
+    pub post: Option<String>,
+    pub delete: Option<String>,
+    pub patch: Option<String>,
+    pub custom: Option<CustomPatternConfig>,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default)]
+    pub response_body: String,
+    #[serde(default)]
+    pub additional_bindings: Vec<HttpRuleConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomPatternConfig {
+    pub kind: String,
+    pub path: String,
+}
+
+impl HttpRuleConfig {
+    fn resolve(self, selector: &str) -> Result<transcode::rest::HttpRule, ConfigError> {
+        let mut patterns: Vec<(String, String)> = [
+            ("GET", self.get),
+            ("PUT", self.put),
+            ("POST", self.post),
+            ("DELETE", self.delete),
+            ("PATCH", self.patch),
+        ]
+        .into_iter()
+        .filter_map(|(m, p)| p.map(|p| (m.to_owned(), p)))
+        .collect();
+        patterns.extend(self.custom.map(|c| (c.kind, c.path)));
+        let (method, path) = match patterns.len() {
+            1 => patterns.remove(0),
+            n => {
+                return Err(ConfigError(format!(
+                    "http_rules: the rule for {selector} has {n} patterns; give exactly one of get, put, post, delete, patch or custom"
+                )));
+            }
+        };
+        let additional_bindings = self
+            .additional_bindings
+            .into_iter()
+            .map(|b| {
+                if b.selector.is_some() {
+                    return Err(ConfigError(format!(
+                        "http_rules: an additional binding of {selector} cannot have a selector"
+                    )));
+                }
+                b.resolve(selector)
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(transcode::rest::HttpRule {
+            selector: selector.to_owned(),
+            method,
+            path,
+            body: self.body,
+            response_body: self.response_body,
+            additional_bindings,
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -172,6 +267,16 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             "upstream_timeout must be greater than zero".into(),
         ));
     }
+    let http_rules = file
+        .http_rules
+        .into_iter()
+        .map(|r| {
+            let selector = r.selector.clone().ok_or_else(|| {
+                ConfigError("http_rules: every rule needs a selector (pkg.Service.Method)".into())
+            })?;
+            r.resolve(&selector)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let edge = edge::EdgeConfig {
         max_body_bytes: args
             .max_body_bytes
@@ -203,6 +308,12 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         max_header_bytes: file.max_header_bytes.unwrap_or(defaults.max_header_bytes),
         max_concurrent_streams: defaults.max_concurrent_streams,
         shutdown_grace: upstream_timeout,
+        http_rules,
+        unknown_query: match file.unknown_query_parameters {
+            Some(UnknownQueryConfig::Ignore) => transcode::rest::UnknownQuery::Ignore,
+            Some(UnknownQueryConfig::Reject) | None => transcode::rest::UnknownQuery::Reject,
+        },
+        max_stream_bytes: file.max_stream_bytes.unwrap_or(defaults.max_stream_bytes),
     };
     Ok(Resolved {
         listen,

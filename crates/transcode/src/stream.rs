@@ -538,7 +538,8 @@ mod tests {
 
     #[test]
     fn splits_every_framing_at_any_chunk_size() {
-        let cases: [(InFraming, &[u8], Vec<&[u8]>); 4] = [
+        type Case<'a> = (InFraming, &'a [u8], Vec<&'a [u8]>);
+        let cases: [Case; 4] = [
             (
                 InFraming::Ndjson,
                 b"{\"a\":1}\n\n {\"b\":\"x\\n\"}\r\n{\"c\":2}",

@@ -1,0 +1,544 @@
+//! Streaming methods. Server streams answer in the framing Accept picks, one frame per
+//! upstream message as it arrives; client streams are split from the body as it arrives; a
+//! bidirectional stream does both at once (HTTP/2 only). Nothing is buffered beyond one
+//! message and a few in flight: a slow client slows the upstream through HTTP/2 flow control,
+//! and a client that goes away cancels the upstream call.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_core::Stream;
+use http_body::Frame;
+use http_body_util::BodyExt;
+use tokio::sync::{mpsc, oneshot};
+use transcode::stream::{Framing, InFraming, Splitter};
+
+use super::*;
+
+/// Request messages converted and waiting for the upstream call.
+const IN_FLIGHT: usize = 4;
+
+/// A message of the request stream, or its clean end.
+enum Item {
+    Message(Bytes),
+    End,
+}
+
+/// The request stream handed to the upstream call. It ends only after an explicit [`Item::End`]:
+/// if the body fails half-way, the stream never ends cleanly (the upstream must not take a
+/// truncated stream for a complete one); the call is cancelled by whoever holds it.
+struct RequestStream {
+    rx: mpsc::Receiver<Item>,
+    ended: bool,
+}
+
+impl Stream for RequestStream {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(Item::Message(b))) => Poll::Ready(Some(b)),
+            Poll::Ready(Some(Item::End)) => {
+                self.ended = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// The framing a missing Accept picks: the request's own.
+fn default_framing(request: Format) -> Framing {
+    match request {
+        Format::Json => Framing::JsonArray,
+        Format::Msgpack => Framing::Msgpack,
+        Format::Protobuf => Framing::Delimited,
+    }
+}
+
+impl Edge {
+    /// The response framing of a streaming answer; `request` is the request's format.
+    fn negotiate_framing(
+        &self,
+        head: &http::request::Parts,
+        target: Target<'_, '_>,
+        default: Framing,
+    ) -> Result<(Framing, bool), EdgeError> {
+        let route = target.route.map(|(r, _)| r);
+        if route.is_some_and(|r| r.raw_response()) {
+            return Ok((default, false));
+        }
+        let (framing, fallback) = negotiate::response_framing(
+            default,
+            head.headers.get(header::ACCEPT),
+            self.config.strict_accept,
+        )?;
+        if framing == Framing::Delimited && route.is_some_and(|r| !r.protobuf_response()) {
+            return Ok((Framing::JsonArray, true));
+        }
+        Ok((framing, fallback))
+    }
+
+    /// A server-streaming method: one request message, built as a unary request's.
+    pub(super) async fn server_stream<'s, B>(
+        self: &'s Arc<Self>,
+        ctx: &mut RequestCtx<'s>,
+        head: &http::request::Parts,
+        target: Target<'s, '_>,
+        body: B,
+    ) -> Result<Response<ResponseBody>, EdgeError>
+    where
+        B: Body<Data = Bytes> + Unpin,
+        B::Error: std::fmt::Display,
+    {
+        let method = target.method;
+        let mut formats = self.negotiate_unary(head, target)?;
+        let (framing, fallback) =
+            self.negotiate_framing(head, target, default_framing(formats.request))?;
+        formats.response = framing.format();
+        formats.fallback = fallback;
+        ctx.formats = Some(formats);
+        // A stream lasts as long as it lasts: only the client's own deadline applies.
+        let timeout = client_timeout(&head.headers)?;
+        let message = self.request_message(head, target, formats, body).await?;
+        let sent = (formats.request == Format::Protobuf).then(|| message.clone());
+        let started = Instant::now();
+        let call = self.upstreams.streaming(
+            &method.service,
+            &method.path,
+            futures_util::stream::iter([message]),
+            upstream_metadata(&head.headers),
+            timeout,
+        );
+        let opened = match timeout {
+            Some(t) => tokio::time::timeout(t, call)
+                .await
+                .map_err(|_| EdgeError::DeadlineExceeded)?,
+            None => call.await,
+        };
+        let (metadata, mut upstream) = opened
+            .map_err(|s| self.upstream_failure(method, &s, started, timeout, sent.clone()))?;
+        // An error before the first message is an ordinary error response.
+        let first = upstream
+            .message()
+            .await
+            .map_err(|s| self.upstream_failure(method, &s, started, timeout, sent))?;
+        self.observe_upstream(method, started);
+        self.stream_response(ctx, target, framing, metadata, first, upstream, None)
+    }
+
+    /// A client-streaming or bidirectional method: the body is a stream of messages.
+    pub(super) async fn client_stream<'s, B>(
+        self: &'s Arc<Self>,
+        ctx: &mut RequestCtx<'s>,
+        head: &http::request::Parts,
+        target: Target<'s, '_>,
+        body: B,
+    ) -> Result<Response<ResponseBody>, EdgeError>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display,
+    {
+        let method = target.method;
+        let bidi = method.streaming == StreamingKind::Bidirectional;
+        if bidi && head.version != http::Version::HTTP_2 {
+            return Err(EdgeError::NotImplemented(format!(
+                "method {} streams both ways: it is served over HTTP/2 only (h2c with prior knowledge); this request came over {:?}",
+                method.full_name, head.version
+            )));
+        }
+        if let Some((route, values)) = target.route
+            && (!values.is_empty() || head.uri.query().is_some_and(|q| !q.is_empty()))
+        {
+            return Err(EdgeError::BadRequest(format!(
+                "{} {} streams its requests: every field comes from the body's messages, not from the path or the query",
+                route.rule.method, route.rule.path
+            )));
+        }
+        let in_framing = negotiate::request_framing(head.headers.get(header::CONTENT_TYPE))?;
+        let request = in_framing.format();
+        let default = match in_framing {
+            InFraming::Ndjson => Framing::Ndjson,
+            _ => default_framing(request),
+        };
+        let mut formats = Negotiated {
+            request,
+            response: request,
+            fallback: false,
+        };
+        let framing = if bidi {
+            let (framing, fallback) = self.negotiate_framing(head, target, default)?;
+            formats.response = framing.format();
+            formats.fallback = fallback;
+            Some(framing)
+        } else if target.route.is_some_and(|(r, _)| r.raw_response()) {
+            formats.response = Format::Protobuf;
+            None
+        } else {
+            let protobuf = target.route.is_none_or(|(r, _)| r.protobuf_response());
+            let (response, fallback) = negotiate::response_format(
+                request,
+                head.headers.get(header::ACCEPT),
+                self.config.strict_accept,
+                protobuf,
+            )?;
+            formats.response = response;
+            formats.fallback = fallback;
+            None
+        };
+        ctx.formats = Some(formats);
+        let timeout = client_timeout(&head.headers)?;
+        let metadata = upstream_metadata(&head.headers);
+        let (tx, rx) = mpsc::channel(IN_FLIGHT);
+        let requests = RequestStream { rx, ended: false };
+        let pump = pump(self.clone(), method.input.clone(), in_framing, body, tx);
+        let started = Instant::now();
+
+        let Some(framing) = framing else {
+            // Client streaming: the call and the pump run together; a failing body cancels
+            // the call (it is dropped without the request stream having ended).
+            let call = self.upstreams.client_streaming(
+                &method.service,
+                &method.path,
+                requests,
+                metadata,
+                timeout,
+            );
+            let call = async {
+                match timeout {
+                    Some(t) => tokio::time::timeout(t, call)
+                        .await
+                        .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("deadline"))),
+                    None => call.await,
+                }
+            };
+            tokio::pin!(call, pump);
+            let mut pumping = true;
+            let answer = loop {
+                tokio::select! {
+                    answer = &mut call => break answer,
+                    pumped = &mut pump, if pumping => {
+                        pumped?;
+                        pumping = false;
+                    }
+                }
+            };
+            self.observe_upstream(method, started);
+            let answer =
+                answer.map_err(|s| self.upstream_failure(method, &s, started, timeout, None))?;
+            let mut response = self.unary_response(ctx, target, formats, &answer.body)?;
+            response
+                .headers_mut()
+                .extend(metadata_headers(answer.metadata.into_headers()));
+            return Ok(response);
+        };
+
+        // Bidirectional: the pump runs on its own; its failure ends the response stream.
+        let (failed_tx, mut failed) = oneshot::channel();
+        tokio::spawn(async move {
+            if let Err(e) = pump.await {
+                let _ = failed_tx.send(e);
+            }
+        });
+        let call =
+            self.upstreams
+                .streaming(&method.service, &method.path, requests, metadata, timeout);
+        tokio::pin!(call);
+        let mut watching = true;
+        let opened = loop {
+            tokio::select! {
+                opened = &mut call => break opened,
+                failure = &mut failed, if watching => match failure {
+                    Ok(e) => return Err(e),
+                    Err(_) => watching = false,
+                },
+            }
+        };
+        let (metadata, upstream) =
+            opened.map_err(|s| self.upstream_failure(method, &s, started, timeout, None))?;
+        self.observe_upstream(method, started);
+        let failed = watching.then_some(failed);
+        self.stream_response(ctx, target, framing, metadata, None, upstream, failed)
+    }
+
+    /// The streaming response: headers now, then one frame per upstream message, then the
+    /// end of the framing and trailers (`grpc-status`, `grpc-message`).
+    #[allow(clippy::too_many_arguments)]
+    fn stream_response(
+        self: &Arc<Self>,
+        ctx: &RequestCtx<'_>,
+        target: Target<'_, '_>,
+        framing: Framing,
+        metadata: MetadataMap,
+        first: Option<Bytes>,
+        upstream: tonic::Streaming<Bytes>,
+        failed: Option<oneshot::Receiver<EdgeError>>,
+    ) -> Result<Response<ResponseBody>, EdgeError> {
+        let route = target.route.map(|(r, _)| r.clone());
+        let raw = route.as_ref().is_some_and(Route::raw_response);
+        let content_type = match (&first, &route) {
+            (Some(first), Some(route)) if raw => {
+                let (ct, _) = route.raw_response_parts(first).map_err(|e| {
+                    EdgeError::Internal(format!("upstream HttpBody is malformed: {e}"))
+                })?;
+                HeaderValue::from_str(&ct)
+                    .ok()
+                    .filter(|_| !ct.is_empty())
+                    .unwrap_or(HeaderValue::from_static("application/octet-stream"))
+            }
+            _ if raw => HeaderValue::from_static("application/octet-stream"),
+            _ => HeaderValue::from_static(framing.content_type()),
+        };
+        let state = StreamState {
+            edge: self.clone(),
+            method: target.method.clone(),
+            route,
+            client: ctx.client.clone(),
+            fallback: ctx.formats.is_some_and(|f| f.fallback),
+            framing,
+            raw,
+            first,
+            upstream,
+            failed,
+            count: 0,
+            begun: false,
+            done: false,
+            trailers: None,
+        };
+        let frames = futures_util::stream::unfold(state, |mut st| async move {
+            if let Some(trailers) = st.trailers.take() {
+                return Some((Frame::trailers(trailers), st));
+            }
+            if st.done {
+                return None;
+            }
+            let mut out = Vec::new();
+            st.step(&mut out).await;
+            Some((Frame::data(Bytes::from(out)), st))
+        });
+        let mut response = Response::new(ResponseBody::stream(frames));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, content_type);
+        headers.insert(header::VARY, HeaderValue::from_static("Accept"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        headers.extend(metadata_headers(metadata.into_headers()));
+        Ok(response)
+    }
+}
+
+/// Reads the request body as it arrives, splits it into messages, converts each to protobuf
+/// and hands it to the upstream call. The body is held to `max_stream_bytes` overall and each
+/// message to `max_body_bytes`.
+async fn pump<B>(
+    edge: Arc<Edge>,
+    input: MessageDescriptor,
+    framing: InFraming,
+    mut body: B,
+    tx: mpsc::Sender<Item>,
+) -> Result<(), EdgeError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let config = &edge.config;
+    let mut splitter = Splitter::new(framing, config.max_body_bytes);
+    let mut total = 0usize;
+    let mut ended = false;
+    loop {
+        if !ended {
+            match tokio::time::timeout(config.body_read_timeout, body.frame()).await {
+                Err(_) => return Err(EdgeError::BodyTimeout),
+                Ok(None) => {
+                    ended = true;
+                    splitter.end();
+                }
+                Ok(Some(Err(e))) => return Err(EdgeError::ClientClosed(e.to_string())),
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        total += data.len();
+                        if total > config.max_stream_bytes {
+                            return Err(EdgeError::PayloadTooLarge {
+                                limit: config.max_stream_bytes,
+                            });
+                        }
+                        splitter.push(&data);
+                    }
+                }
+            }
+        }
+        while let Some(message) = splitter.next_message().map_err(bad_request)? {
+            let index = splitter.count() - 1;
+            let bytes = match framing.format() {
+                Format::Protobuf => Bytes::from(message),
+                from => {
+                    let mut out = Vec::with_capacity(message.len());
+                    edge.schema
+                        .to_protobuf(&input, from, &message, &mut out, &edge.transcode)
+                        .map_err(|e| {
+                            EdgeError::BadRequest(format!("request stream, message {index}: {e}"))
+                        })?;
+                    Bytes::from(out)
+                }
+            };
+            if tx.send(Item::Message(bytes)).await.is_err() {
+                // The call is over (answered or cancelled): nobody needs the rest.
+                return Ok(());
+            }
+        }
+        if ended {
+            splitter.finish().map_err(bad_request)?;
+            let _ = tx.send(Item::End).await;
+            return Ok(());
+        }
+    }
+}
+
+/// A response stream in progress.
+struct StreamState {
+    edge: Arc<Edge>,
+    method: Method,
+    route: Option<Route>,
+    client: Client,
+    fallback: bool,
+    framing: Framing,
+    /// google.api.HttpBody messages: their bytes, unframed.
+    raw: bool,
+    first: Option<Bytes>,
+    upstream: tonic::Streaming<Bytes>,
+    /// A bidirectional stream's request side failing.
+    failed: Option<oneshot::Receiver<EdgeError>>,
+    count: usize,
+    begun: bool,
+    done: bool,
+    trailers: Option<HeaderMap>,
+}
+
+impl StreamState {
+    /// Writes the next piece of the stream: a message, or the end (clean or failed).
+    async fn step(&mut self, out: &mut Vec<u8>) {
+        if !self.begun {
+            self.begun = true;
+            if !self.raw {
+                self.framing.begin(out);
+            }
+        }
+        let next = match self.first.take() {
+            Some(m) => Ok(Some(m)),
+            None => self.next().await,
+        };
+        match next {
+            Ok(Some(message)) => {
+                if let Err(e) = self.message(&message, out) {
+                    self.fail(&e, out);
+                }
+            }
+            Ok(None) => {
+                if !self.raw {
+                    self.framing.end(self.count, out);
+                }
+                self.done = true;
+                let mut trailers = HeaderMap::new();
+                trailers.insert("grpc-status", HeaderValue::from_static("0"));
+                self.trailers = Some(trailers);
+            }
+            Err(e) => self.fail(&e, out),
+        }
+    }
+
+    async fn next(&mut self) -> Result<Option<Bytes>, EdgeError> {
+        if let Some(failed) = &mut self.failed {
+            tokio::select! {
+                biased;
+                failure = failed => match failure {
+                    Ok(e) => return Err(e),
+                    Err(_) => self.failed = None,
+                },
+                message = self.upstream.message() => {
+                    return message.map_err(|s| upstream_error(&s));
+                }
+            }
+        }
+        self.upstream
+            .message()
+            .await
+            .map_err(|s| upstream_error(&s))
+    }
+
+    fn message(&mut self, message: &[u8], out: &mut Vec<u8>) -> Result<(), EdgeError> {
+        let edge = &self.edge;
+        if self.raw {
+            let route = self.route.as_ref().expect("raw responses have a route");
+            let (_, data) = route
+                .raw_response_parts(message)
+                .map_err(|e| EdgeError::Internal(format!("upstream HttpBody is malformed: {e}")))?;
+            out.extend_from_slice(&data);
+            self.count += 1;
+            return Ok(());
+        }
+        let to = self.framing.format();
+        if to == Format::Protobuf
+            && self
+                .route
+                .as_ref()
+                .is_none_or(|r| r.response_body.is_none())
+        {
+            self.framing.record(self.count, message, out);
+            self.count += 1;
+            return Ok(());
+        }
+        let mut rendered = Vec::with_capacity(message.len() * 2);
+        let findings = match &self.route {
+            Some(route) => {
+                route.response(&edge.schema, to, message, &mut rendered, &edge.transcode)
+            }
+            None => edge.schema.from_protobuf(
+                &self.method.output,
+                to,
+                message,
+                &mut rendered,
+                &edge.transcode,
+            ),
+        }
+        .map_err(|e| {
+            EdgeError::Internal(format!(
+                "upstream message {} does not render as {}: {e}",
+                self.count,
+                to.as_str()
+            ))
+        })?;
+        // Counted per message, logged once per stream.
+        edge.note_downgrades(
+            &self.method,
+            &self.client,
+            self.fallback,
+            to,
+            &findings,
+            self.count == 0,
+        );
+        self.framing.record(self.count, &rendered, out);
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Ends the stream with a status record and trailers.
+    fn fail(&mut self, err: &EdgeError, out: &mut Vec<u8>) {
+        let (code, _) = err.code_and_status();
+        let message = err.to_string();
+        tracing::warn!(method = &*self.method.full_name, after = self.count, error = %message, "stream failed");
+        if !self.raw {
+            let status = self.edge.status_body(err, self.framing.format());
+            self.framing.error(self.count, &status, out);
+        }
+        self.done = true;
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", HeaderValue::from(code as i32));
+        if let Ok(v) = HeaderValue::from_str(&percent_encode_grpc_message(&message)) {
+            trailers.insert("grpc-message", v);
+        }
+        self.trailers = Some(trailers);
+    }
+}
