@@ -20,6 +20,8 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tonic::body::Body as TonicBody;
 
+pub mod library;
+
 /// The generated v2 test service.
 pub mod pb {
     tonic::include_proto!("protogate.test.svc");
@@ -168,7 +170,7 @@ struct Dispatch {
     generated: TestServiceServer<Backend>,
 }
 
-struct RawEcho;
+pub(crate) struct RawEcho;
 
 impl tonic::server::UnaryService<Bytes> for RawEcho {
     type Response = Bytes;
@@ -212,6 +214,18 @@ pub struct Running {
 }
 
 impl Running {
+    pub fn new(
+        addr: SocketAddr,
+        stop: oneshot::Sender<()>,
+        task: tokio::task::JoinHandle<()>,
+    ) -> Running {
+        Running {
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
     /// Stops the server and waits for it to finish.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
@@ -277,8 +291,18 @@ pub fn v1_schema() -> transcode::Schema {
         .clone()
 }
 
-/// Starts the real gateway in-process on 127.0.0.1:0 in front of `upstream`.
+/// Starts the real gateway in-process on 127.0.0.1:0 in front of `upstream`, with the v1
+/// test schema.
 pub async fn start_gateway(upstream: &str, config: edge::EdgeConfig) -> (Running, Arc<edge::Edge>) {
+    start_gateway_with(v1_schema(), upstream, config).await
+}
+
+/// Starts the real gateway in-process on 127.0.0.1:0 with `schema` in front of `upstream`.
+pub async fn start_gateway_with(
+    schema: transcode::Schema,
+    upstream: &str,
+    config: edge::EdgeConfig,
+) -> (Running, Arc<edge::Edge>) {
     init_logs();
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
@@ -286,7 +310,7 @@ pub async fn start_gateway(upstream: &str, config: edge::EdgeConfig) -> (Running
     let addr = listener.local_addr().expect("addr");
     let upstreams =
         edge::Upstreams::new(Some(upstream), &[], config.max_response_bytes).expect("upstream URI");
-    let gateway = Arc::new(edge::Edge::new(v1_schema(), upstreams, config).expect("edge"));
+    let gateway = Arc::new(edge::Edge::new(schema, upstreams, config).expect("edge"));
     let (stop, stopped) = oneshot::channel::<()>();
     let g = gateway.clone();
     let task = tokio::spawn(async move {
@@ -398,7 +422,17 @@ pub fn convert(
     to: transcode::Format,
     input: &[u8],
 ) -> Vec<u8> {
-    let schema = v1_schema();
+    convert_with(&v1_schema(), message, from, to, input)
+}
+
+/// Converts between formats with `schema`.
+pub fn convert_with(
+    schema: &transcode::Schema,
+    message: &str,
+    from: transcode::Format,
+    to: transcode::Format,
+    input: &[u8],
+) -> Vec<u8> {
     let desc = schema
         .message(message)
         .unwrap_or_else(|| panic!("no message {message}"));

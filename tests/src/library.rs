@@ -1,0 +1,344 @@
+//! The REST-mapping backend: proto/test/rest/v1/library.proto served by tonic. Its answers
+//! show what the gateway sent (Echo returns the request bytes untouched, unknown fields
+//! included; UpdateBook returns the mask in `tags`), and its counters show what happened to streams (how far a producer ran ahead,
+//! whether a call was cancelled, whether a client stream was completed).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tonic::codegen::tokio_stream::{self, Stream, StreamExt as _};
+use tonic::{Request, Response, Status, Streaming};
+
+/// The generated code of library.proto and the google.api messages it uses.
+pub mod pb {
+    pub mod library {
+        pub mod v1 {
+            tonic::include_proto!("library.v1");
+        }
+    }
+    pub mod google {
+        pub mod api {
+            tonic::include_proto!("google.api");
+        }
+    }
+}
+
+use pb::google::api::HttpBody;
+use pb::library::v1::library_server::{Library as LibraryService, LibraryServer};
+use pb::library::v1::*;
+
+/// What the backend saw of streams.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// WatchBooks messages handed to tonic (the producer blocks when nobody reads).
+    pub watch_sent: AtomicUsize,
+    /// WatchBooks calls that ended because the receiver went away.
+    pub watch_cancelled: AtomicUsize,
+    /// ImportBooks calls that saw the end of their request stream.
+    pub imports_completed: AtomicUsize,
+    /// ImportBooks calls whose request stream broke (cancelled, reset).
+    pub imports_broken: AtomicUsize,
+}
+
+#[derive(Clone, Default)]
+pub struct Library {
+    pub stats: Arc<Stats>,
+}
+
+type BookStream = Pin<Box<dyn Stream<Item = Result<Book, Status>> + Send>>;
+
+fn book(name: &str) -> Book {
+    Book {
+        name: name.to_owned(),
+        title: format!("Title of {name}"),
+        ..Book::default()
+    }
+}
+
+#[tonic::async_trait]
+impl LibraryService for Library {
+    async fn get_book(&self, r: Request<GetBookRequest>) -> Result<Response<Book>, Status> {
+        let name = r.into_inner().name;
+        if name.ends_with("/missing") {
+            return Err(Status::not_found(format!("no book {name}")));
+        }
+        Ok(Response::new(book(&name)))
+    }
+
+    async fn list_books(
+        &self,
+        r: Request<ListBooksRequest>,
+    ) -> Result<Response<ListBooksResponse>, Status> {
+        let r = r.into_inner();
+        let books = (0..r.page_size.clamp(0, 100))
+            .map(|i| book(&format!("{}/books/{i}", r.parent)))
+            .collect();
+        Ok(Response::new(ListBooksResponse {
+            books,
+            next_page_token: format!("after-{}", r.page_token),
+        }))
+    }
+
+    async fn create_book(&self, r: Request<CreateBookRequest>) -> Result<Response<Book>, Status> {
+        let r = r.into_inner();
+        let mut b = r.book.unwrap_or_default();
+        b.name = format!("{}/books/new", r.parent);
+        if !r.request_id.is_empty() {
+            b.labels.insert("request_id".into(), r.request_id);
+        }
+        Ok(Response::new(b))
+    }
+
+    async fn update_book(&self, r: Request<UpdateBookRequest>) -> Result<Response<Book>, Status> {
+        let r = r.into_inner();
+        let mut b = r.book.unwrap_or_default();
+        b.tags = r.update_mask.map(|m| m.paths).unwrap_or_default();
+        Ok(Response::new(b))
+    }
+
+    async fn delete_book(&self, r: Request<GetBookRequest>) -> Result<Response<Book>, Status> {
+        Ok(Response::new(Book {
+            name: r.into_inner().name,
+            title: "deleted".into(),
+            ..Book::default()
+        }))
+    }
+
+    async fn archive_book(&self, r: Request<GetBookRequest>) -> Result<Response<Book>, Status> {
+        Ok(Response::new(Book {
+            name: r.into_inner().name,
+            title: "archived".into(),
+            ..Book::default()
+        }))
+    }
+
+    async fn echo(
+        &self,
+        r: Request<ListBooksRequest>,
+    ) -> Result<Response<ListBooksRequest>, Status> {
+        Ok(Response::new(r.into_inner()))
+    }
+
+    async fn get_tags(&self, r: Request<GetBookRequest>) -> Result<Response<Book>, Status> {
+        let name = r.into_inner().name;
+        let tags = if name.ends_with("/none") {
+            Vec::new()
+        } else {
+            vec!["sf".into(), "classic".into()]
+        };
+        Ok(Response::new(Book {
+            tags,
+            ..book(&name)
+        }))
+    }
+
+    async fn get_published(&self, r: Request<GetBookRequest>) -> Result<Response<Book>, Status> {
+        Ok(Response::new(Book {
+            published: Some(prost_types::Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 0,
+            }),
+            ..book(&r.into_inner().name)
+        }))
+    }
+
+    async fn get_cover(&self, r: Request<GetBookRequest>) -> Result<Response<HttpBody>, Status> {
+        Ok(Response::new(HttpBody {
+            content_type: "image/png".into(),
+            data: format!("\u{89}PNG cover of {}", r.into_inner().name).into_bytes(),
+            extensions: Vec::new(),
+        }))
+    }
+
+    async fn put_cover(&self, r: Request<PutCoverRequest>) -> Result<Response<HttpBody>, Status> {
+        let r = r.into_inner();
+        let cover = r.cover.unwrap_or_default();
+        Ok(Response::new(HttpBody {
+            content_type: "text/plain".into(),
+            data: format!(
+                "{}: {} bytes of {}",
+                r.name,
+                cover.data.len(),
+                cover.content_type
+            )
+            .into_bytes(),
+            extensions: Vec::new(),
+        }))
+    }
+
+    async fn upload(&self, r: Request<HttpBody>) -> Result<Response<HttpBody>, Status> {
+        let r = r.into_inner();
+        Ok(Response::new(HttpBody {
+            content_type: r.content_type,
+            data: r.data.iter().rev().copied().collect(),
+            extensions: Vec::new(),
+        }))
+    }
+
+    type WatchBooksStream = BookStream;
+
+    async fn watch_books(&self, r: Request<WatchRequest>) -> Result<Response<BookStream>, Status> {
+        let r = r.into_inner();
+        if r.fail_after == 0 {
+            return Err(Status::failed_precondition("watch refused before any book"));
+        }
+        let interval = r
+            .interval
+            .map(|d| Duration::new(d.seconds.max(0) as u64, d.nanos.max(0) as u32))
+            .unwrap_or_default();
+        let stats = self.stats.clone();
+        let (tx, rx) = mpsc::channel(1);
+        tokio::spawn(async move {
+            let padding = "x".repeat(r.title_bytes.max(0) as usize);
+            for i in 0..r.count.max(0) {
+                if r.fail_after > 0 && i == r.fail_after {
+                    let _ = tx
+                        .send(Err(Status::failed_precondition(format!(
+                            "watch failed after {i} books"
+                        ))))
+                        .await;
+                    return;
+                }
+                if !interval.is_zero() {
+                    tokio::time::sleep(interval).await;
+                }
+                let b = Book {
+                    name: format!("{}/books/{i}", r.parent),
+                    title: padding.clone(),
+                    pages: i64::from(i),
+                    ..Book::default()
+                };
+                if tx.send(Ok(b)).await.is_err() {
+                    stats.watch_cancelled.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
+                stats.watch_sent.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    async fn import_books(
+        &self,
+        r: Request<Streaming<Book>>,
+    ) -> Result<Response<ListBooksResponse>, Status> {
+        let mut input = r.into_inner();
+        let mut books = Vec::new();
+        loop {
+            match input.message().await {
+                Ok(Some(b)) if b.title == "fail" => {
+                    return Err(Status::invalid_argument(format!(
+                        "book {} cannot be imported",
+                        books.len()
+                    )));
+                }
+                Ok(Some(b)) => books.push(b),
+                Ok(None) => break,
+                Err(e) => {
+                    self.stats.imports_broken.fetch_add(1, Ordering::SeqCst);
+                    return Err(e);
+                }
+            }
+        }
+        self.stats.imports_completed.fetch_add(1, Ordering::SeqCst);
+        Ok(Response::new(ListBooksResponse {
+            next_page_token: books.len().to_string(),
+            books,
+        }))
+    }
+
+    type ChatStream = BookStream;
+
+    async fn chat(&self, r: Request<Streaming<Book>>) -> Result<Response<BookStream>, Status> {
+        let input = r.into_inner();
+        let output = input.map(|m| match m {
+            Ok(b) if b.title == "fail" => Err(Status::aborted("chat failed on request")),
+            Ok(b) => Ok(Book {
+                title: b.title.to_uppercase(),
+                ..b
+            }),
+            Err(e) => Err(e),
+        });
+        Ok(Response::new(Box::pin(output)))
+    }
+
+    async fn unannotated(&self, r: Request<GetBookRequest>) -> Result<Response<Book>, Status> {
+        Ok(Response::new(book(&r.into_inner().name)))
+    }
+}
+
+/// Serves Echo with a raw-bytes handler (prost would drop unknown fields), the rest with the
+/// generated service.
+#[derive(Clone)]
+struct Dispatch(LibraryServer<Library>);
+
+impl tower::Service<http::Request<tonic::body::Body>> for Dispatch {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future =
+        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        if req.uri().path() == "/library.v1.Library/Echo" {
+            return Box::pin(async move {
+                let mut grpc = tonic::server::Grpc::new(edge::BytesCodec);
+                Ok(grpc.unary(crate::RawEcho, req).await)
+            });
+        }
+        let mut generated = self.0.clone();
+        Box::pin(async move { tower::Service::call(&mut generated, req).await })
+    }
+}
+
+impl tonic::server::NamedService for Dispatch {
+    const NAME: &'static str = "library.v1.Library";
+}
+
+/// Starts the library backend on 127.0.0.1:0.
+pub async fn start() -> (crate::Running, Arc<Stats>) {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind library backend");
+    let addr = listener.local_addr().expect("addr");
+    let library = Library::default();
+    let stats = library.stats.clone();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    let dispatch = Dispatch(LibraryServer::new(library));
+    let task = tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .serve_with_incoming_shutdown(dispatch, incoming, async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    (crate::Running::new(addr, stop, task), stats)
+}
+
+/// The gateway's schema for the library: proto/test/rest/v1/library.proto (its google/api
+/// imports resolve from the copies bundled with transcode), compiled once per process.
+pub fn schema() -> transcode::Schema {
+    static SCHEMA: std::sync::OnceLock<transcode::Schema> = std::sync::OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto/test/rest/v1");
+            transcode::Schema::compile(&["library.proto".to_owned()], move |name| {
+                std::fs::read_to_string(format!("{dir}/{name}")).ok()
+            })
+            .expect("library.proto compiles")
+        })
+        .clone()
+}

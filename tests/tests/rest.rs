@@ -1,0 +1,392 @@
+//! The REST mapping end to end: the real gateway with the library schema's google.api.http
+//! rules in front of the real tonic library backend, over HTTP/1.1 and HTTP/2.
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Full;
+use prost::Message as _;
+use protogate_tests::library::{self, pb::library::v1 as pb};
+use protogate_tests::{Answer, Http, metric, start_gateway_with};
+use serde_json::json;
+
+async fn gateway(config: edge::EdgeConfig) -> (protogate_tests::Running, protogate_tests::Running) {
+    let (backend, _) = library::start().await;
+    let (gw, _) = start_gateway_with(
+        library::schema(),
+        &format!("http://{}", backend.addr),
+        config,
+    )
+    .await;
+    (backend, gw)
+}
+
+async fn send(
+    http: &Http,
+    method: &str,
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> Answer {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    http.send(req.body(Full::new(body.into())).unwrap()).await
+}
+
+const JSON: (&str, &str) = ("content-type", "application/json");
+
+#[tokio::test]
+async fn rules_serve_every_form_over_both_protocols() {
+    let (_backend, gw) = gateway(edge::EdgeConfig::default()).await;
+    for http in [Http::h1(), Http::h2()] {
+        let a = send(&http, "GET", gw.addr, "/v1/shelves/1/books/2", &[], "").await;
+        assert_eq!(a.status, 200, "{a:?}");
+        assert_eq!(a.header("content-type"), Some("application/json"));
+        assert_eq!(
+            a.json(),
+            json!({"name": "shelves/1/books/2", "title": "Title of shelves/1/books/2"})
+        );
+
+        // Accept picks the format, as on the POST route.
+        let a = send(
+            &http,
+            "GET",
+            gw.addr,
+            "/v1/shelves/1/books/2",
+            &[("accept", "application/x-protobuf")],
+            "",
+        )
+        .await;
+        assert_eq!(a.header("content-type"), Some("application/x-protobuf"));
+        assert_eq!(pb::Book::decode(a.body).unwrap().name, "shelves/1/books/2");
+
+        // Query parameters, an additional binding.
+        let a = send(
+            &http,
+            "GET",
+            gw.addr,
+            "/v1/books?pageSize=2&pageToken=t",
+            &[],
+            "",
+        )
+        .await;
+        assert_eq!(a.status, 200, "{a:?}");
+        let v = a.json();
+        assert_eq!(v["books"].as_array().unwrap().len(), 2);
+        assert_eq!(v["nextPageToken"], "after-t");
+
+        // body: "book", the parent from the path, a query parameter; msgpack in and out.
+        let book = protogate_tests::convert_with(
+            &library::schema(),
+            "library.v1.Book",
+            transcode::Format::Json,
+            transcode::Format::Msgpack,
+            br#"{"title":"Dune","pages":"412"}"#,
+        );
+        let a = send(
+            &http,
+            "POST",
+            gw.addr,
+            "/v1/shelves/7/books?requestId=r-1",
+            &[
+                ("content-type", "application/msgpack"),
+                ("accept", "application/json"),
+            ],
+            book,
+        )
+        .await;
+        assert_eq!(a.status, 200, "{a:?}");
+        assert_eq!(
+            a.json(),
+            json!({"name": "shelves/7/books/new", "title": "Dune", "pages": "412", "labels": {"request_id": "r-1"}})
+        );
+
+        // PATCH fills update_mask from the body's fields.
+        let a = send(
+            &http,
+            "PATCH",
+            gw.addr,
+            "/v1/shelves/1/books/2",
+            &[JSON],
+            r#"{"title":"New","genre":"HISTORY"}"#,
+        )
+        .await;
+        assert_eq!(
+            a.json(),
+            json!({"name": "shelves/1/books/2", "title": "New", "genre": "HISTORY", "tags": ["title", "genre"]})
+        );
+
+        // DELETE, a custom verb, a custom HTTP method.
+        let a = send(&http, "DELETE", gw.addr, "/v1/shelves/1/books/2", &[], "").await;
+        assert_eq!(a.json()["title"], "deleted");
+        let a = send(
+            &http,
+            "POST",
+            gw.addr,
+            "/v1/shelves/1/books/2:archive",
+            &[JSON],
+            "{}",
+        )
+        .await;
+        assert_eq!(
+            a.json(),
+            json!({"name": "shelves/1/books/2", "title": "archived"})
+        );
+        let a = send(&http, "SEARCH", gw.addr, "/v1/echo/a%2Fb", &[], "").await;
+        assert_eq!(a.json(), json!({"pageToken": "a/b"}));
+
+        // response_body: a repeated field, and a message field.
+        let a = send(&http, "GET", gw.addr, "/v1/shelves/1/books/2/tags", &[], "").await;
+        assert_eq!(a.json(), json!(["sf", "classic"]));
+        let a = send(
+            &http,
+            "GET",
+            gw.addr,
+            "/v1/shelves/1/books/none/tags",
+            &[],
+            "",
+        )
+        .await;
+        assert_eq!(a.json(), json!([]));
+        let a = send(
+            &http,
+            "GET",
+            gw.addr,
+            "/v1/shelves/1/books/2/published",
+            &[],
+            "",
+        )
+        .await;
+        assert_eq!(a.json(), json!("2023-11-14T22:13:20Z"));
+
+        // The gRPC-path route keeps working, for annotated and unannotated methods.
+        for m in ["GetBook", "Unannotated"] {
+            let a = send(
+                &http,
+                "POST",
+                gw.addr,
+                &format!("/library.v1.Library/{m}"),
+                &[JSON],
+                r#"{"name":"x"}"#,
+            )
+            .await;
+            assert_eq!(a.json()["name"], "x", "{m}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn http_body_travels_raw() {
+    let (_backend, gw) = gateway(edge::EdgeConfig::default()).await;
+    let http = Http::h1();
+    let a = send(
+        &http,
+        "GET",
+        gw.addr,
+        "/v1/shelves/1/books/2/cover",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.header("content-type"), Some("image/png"));
+    assert_eq!(
+        &a.body[..],
+        "\u{89}PNG cover of shelves/1/books/2".as_bytes()
+    );
+
+    let png: &[u8] = b"\x89PNG\r\n\x1a\n\x00\x01";
+    let a = send(
+        &http,
+        "PUT",
+        gw.addr,
+        "/v1/shelves/1/books/2/cover",
+        &[("content-type", "image/png")],
+        png,
+    )
+    .await;
+    assert_eq!(a.header("content-type"), Some("text/plain"));
+    assert_eq!(&a.body[..], b"shelves/1/books/2: 10 bytes of image/png");
+
+    let a = send(
+        &http,
+        "POST",
+        gw.addr,
+        "/v1/upload",
+        &[("content-type", "application/octet-stream")],
+        &b"\x00\x01\x02\xff"[..],
+    )
+    .await;
+    assert_eq!(a.header("content-type"), Some("application/octet-stream"));
+    assert_eq!(&a.body[..], b"\xff\x02\x01\x00");
+}
+
+#[tokio::test]
+async fn protobuf_bodies_pass_through_with_unknown_fields() {
+    let (_backend, gw) = gateway(edge::EdgeConfig::default()).await;
+    // ListBooksRequest{page_size: 3} plus field 99 (unknown to both sides), body "*".
+    let body: &[u8] = b"\x10\x03\x9a\x06\x02hi";
+    let a = send(
+        &Http::h2(),
+        "POST",
+        gw.addr,
+        "/v1/echo",
+        &[("content-type", "application/x-protobuf")],
+        body,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(&a.body[..], body, "Echo answers the request as it arrived");
+}
+
+#[tokio::test]
+async fn bad_requests_are_named() {
+    let (_backend, gw) = gateway(edge::EdgeConfig::default()).await;
+    let http = Http::h1();
+    let a = send(&http, "GET", gw.addr, "/v1/echo/x?nope=1", &[], "").await;
+    assert_eq!(a.status, 400);
+    let m = a.json()["message"].as_str().unwrap().to_owned();
+    assert!(
+        m.contains("query parameter nope") && m.contains("unknown"),
+        "{m}"
+    );
+    let a = send(&http, "GET", gw.addr, "/v1/echo/x?pageSize=ten", &[], "").await;
+    assert_eq!(a.status, 400);
+    assert!(a.json()["message"].as_str().unwrap().contains("pageSize"));
+    let a = send(
+        &http,
+        "POST",
+        gw.addr,
+        "/v1/shelves/7/books",
+        &[JSON],
+        r#"{"pages":"x"}"#,
+    )
+    .await;
+    assert_eq!(a.status, 400);
+    assert!(
+        a.json()["message"].as_str().unwrap().contains("pages"),
+        "{a:?}"
+    );
+    let a = send(
+        &http,
+        "GET",
+        gw.addr,
+        "/v1/shelves/1/books/2",
+        &[JSON],
+        "{}",
+    )
+    .await;
+    assert_eq!(a.status, 400);
+    assert!(
+        a.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("takes no request body")
+    );
+    let a = send(&http, "POST", gw.addr, "/v1/shelves/7/books", &[], "{}").await;
+    assert_eq!(a.status, 415);
+
+    // 405 lists the methods the path serves; 404 names the path.
+    let a = send(&http, "PUT", gw.addr, "/v1/shelves/1/books/2", &[], "").await;
+    assert_eq!(a.status, 405);
+    assert_eq!(a.header("allow"), Some("DELETE, GET, PATCH"));
+    let a = send(&http, "GET", gw.addr, "/v2/nothing", &[], "").await;
+    assert_eq!(a.status, 404);
+    assert!(
+        a.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("/v2/nothing")
+    );
+
+    // Upstream errors keep their mapping.
+    let a = send(
+        &http,
+        "GET",
+        gw.addr,
+        "/v1/shelves/1/books/missing",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 404);
+    assert_eq!(a.json()["code"], 5);
+}
+
+#[tokio::test]
+async fn unknown_query_parameters_can_be_ignored() {
+    let config = edge::EdgeConfig {
+        unknown_query: transcode::rest::UnknownQuery::Ignore,
+        ..edge::EdgeConfig::default()
+    };
+    let (_backend, gw) = gateway(config).await;
+    let a = send(
+        &Http::h1(),
+        "GET",
+        gw.addr,
+        "/v1/echo/x?utm_source=mail&pageSize=4",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.json(), json!({"parent": "x", "pageSize": 4}));
+}
+
+#[tokio::test]
+async fn configured_rules_replace_annotations() {
+    let config = edge::EdgeConfig {
+        http_rules: vec![transcode::rest::HttpRule {
+            selector: "library.v1.Library.Unannotated".into(),
+            method: "GET".into(),
+            path: "/v2/unannotated/{name=**}".into(),
+            ..Default::default()
+        }],
+        ..edge::EdgeConfig::default()
+    };
+    let (_backend, gw) = gateway(config).await;
+    let a = send(&Http::h1(), "GET", gw.addr, "/v2/unannotated/a/b", &[], "").await;
+    assert_eq!(a.json()["name"], "a/b");
+
+    // A rule that clashes with an annotation is refused when the gateway starts.
+    let upstreams = edge::Upstreams::new(Some("http://127.0.0.1:1"), &[], 1 << 20).unwrap();
+    let clash = edge::EdgeConfig {
+        http_rules: vec![transcode::rest::HttpRule {
+            selector: "library.v1.Library.Unannotated".into(),
+            method: "GET".into(),
+            path: "/v1/{name=shelves/*/books/*}".into(),
+            ..Default::default()
+        }],
+        ..edge::EdgeConfig::default()
+    };
+    let e = edge::Edge::new(library::schema(), upstreams, clash)
+        .err()
+        .expect("conflict refused");
+    assert!(
+        e.contains("library.v1.Library.GetBook") && e.contains("library.v1.Library.Unannotated"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn downgrades_are_counted_on_rest_routes() {
+    let (_backend, gw) = gateway(edge::EdgeConfig::default()).await;
+    let http = Http::h1();
+    for _ in 0..3 {
+        send(&http, "GET", gw.addr, "/v1/shelves/1/books/2", &[], "").await;
+    }
+    let m = http.get(gw.addr, "/metrics").await;
+    let text = String::from_utf8_lossy(&m.body);
+    assert_eq!(
+        metric(
+            &text,
+            r#"protogate_downgrades_total{method="library.v1.Library/GetBook",reason="json_requested"}"#
+        ),
+        3.0,
+        "{text}"
+    );
+}
