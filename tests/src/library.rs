@@ -183,7 +183,7 @@ impl LibraryService for Library {
 
     async fn watch_books(&self, r: Request<WatchRequest>) -> Result<Response<BookStream>, Status> {
         let r = r.into_inner();
-        if r.fail_after == 0 {
+        if r.fail_after < 0 {
             return Err(Status::failed_precondition("watch refused before any book"));
         }
         let interval = r

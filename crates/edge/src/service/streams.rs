@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures_core::Stream;
+use futures_util::FutureExt as _;
 use http_body::Frame;
 use http_body_util::BodyExt;
 use tokio::sync::{mpsc, oneshot};
@@ -17,6 +18,9 @@ use super::*;
 
 /// Request messages converted and waiting for the upstream call.
 const IN_FLIGHT: usize = 4;
+
+/// A response frame takes the messages already waiting, up to about this size.
+const COALESCE_BYTES: usize = 16 * 1024;
 
 /// A message of the request stream, or its clean end.
 enum Item {
@@ -430,6 +434,19 @@ impl StreamState {
             Some(m) => Ok(Some(m)),
             None => self.next().await,
         };
+        self.take(next, out);
+        // Messages already waiting go into the same frame: one DATA frame per message would
+        // flood a slow client with small frames (HTTP/2 peers refuse too many of them).
+        while !self.done && out.len() < COALESCE_BYTES {
+            let Some(next) = self.next().now_or_never() else {
+                break;
+            };
+            self.take(next, out);
+        }
+    }
+
+    /// Writes one outcome of the upstream stream.
+    fn take(&mut self, next: Result<Option<Bytes>, EdgeError>, out: &mut Vec<u8>) {
         match next {
             Ok(Some(message)) => {
                 if let Err(e) = self.message(&message, out) {

@@ -1,0 +1,611 @@
+//! Streaming methods end to end: the real gateway in front of the real tonic library backend.
+//! Every response framing, errors before and after the first message, a slow reader, a client
+//! that goes away, client streams in every framing, bidirectional streams.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, StatusCode};
+use http_body::Frame;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use prost::Message as _;
+use protogate_tests::library::{self, Stats, pb::library::v1 as pb};
+use protogate_tests::{Running, metric, start_gateway_with};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use transcode::Format;
+use transcode::stream::{InFraming, Splitter};
+
+type Body = BoxBody<Bytes, Infallible>;
+
+fn client(h2: bool) -> Client<HttpConnector, Body> {
+    let mut b = Client::builder(TokioExecutor::new());
+    if h2 {
+        b.http2_only(true)
+            .http2_initial_stream_window_size(65_535)
+            .http2_initial_connection_window_size(65_535);
+    }
+    b.build_http()
+}
+
+fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).boxed()
+}
+
+struct Setup {
+    _backend: Running,
+    gw: Running,
+    stats: std::sync::Arc<Stats>,
+}
+
+async fn setup(config: edge::EdgeConfig) -> Setup {
+    let (backend, stats) = library::start().await;
+    let (gw, _) = start_gateway_with(
+        library::schema(),
+        &format!("http://{}", backend.addr),
+        config,
+    )
+    .await;
+    Setup {
+        _backend: backend,
+        gw,
+        stats,
+    }
+}
+
+/// A whole answer: status, headers, body and trailers.
+struct Whole {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    trailers: Option<HeaderMap>,
+}
+
+async fn request(
+    client: &Client<HttpConnector, Body>,
+    method: &str,
+    uri: String,
+    headers: &[(&str, &str)],
+    body: Body,
+) -> Whole {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("te", "trailers");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let response = tokio::time::timeout(
+        Duration::from_secs(30),
+        client.request(req.body(body).unwrap()),
+    )
+    .await
+    .expect("answer within 30 s")
+    .expect("request sent");
+    let (parts, body) = response.into_parts();
+    let collected = tokio::time::timeout(Duration::from_secs(60), body.collect())
+        .await
+        .expect("body within 60 s")
+        .expect("body");
+    let trailers = collected.trailers().cloned();
+    Whole {
+        status: parts.status,
+        headers: parts.headers,
+        body: collected.to_bytes(),
+        trailers,
+    }
+}
+
+fn content_type(w: &Whole) -> &str {
+    w.headers.get("content-type").unwrap().to_str().unwrap()
+}
+
+/// Splits a body in `framing` and renders each message (a Book, or a final status record)
+/// as JSON.
+fn messages(framing: InFraming, body: &[u8]) -> Vec<Value> {
+    let mut s = Splitter::new(framing, 1 << 20);
+    s.push(body);
+    s.end();
+    let mut out = Vec::new();
+    while let Some(m) = s.next_message().unwrap() {
+        let json = match framing.format() {
+            Format::Json => m,
+            Format::Msgpack => {
+                if m.starts_with(b"\x81\xa6@error") {
+                    let status = protogate_tests::convert_with(
+                        &library::schema(),
+                        "google.rpc.Status",
+                        Format::Msgpack,
+                        Format::Json,
+                        &m[8..],
+                    );
+                    let mut v = b"{\"@error\":".to_vec();
+                    v.extend_from_slice(&status);
+                    v.push(b'}');
+                    v
+                } else {
+                    protogate_tests::convert_with(
+                        &library::schema(),
+                        "library.v1.Book",
+                        Format::Msgpack,
+                        Format::Json,
+                        &m,
+                    )
+                }
+            }
+            Format::Protobuf => protogate_tests::convert_with(
+                &library::schema(),
+                "library.v1.Book",
+                Format::Protobuf,
+                Format::Json,
+                &m,
+            ),
+        };
+        out.push(serde_json::from_slice(&json).unwrap());
+    }
+    s.finish().unwrap();
+    out
+}
+
+fn books(n: i64) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            let mut b = json!({"name": format!("shelves/1/books/{i}")});
+            if i > 0 {
+                b["pages"] = json!(i.to_string());
+            }
+            b
+        })
+        .collect()
+}
+
+fn sse_events(body: &[u8]) -> Vec<(String, Value)> {
+    String::from_utf8(body.to_vec())
+        .unwrap()
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let mut event = "message".to_owned();
+            let mut data = String::new();
+            for line in e.lines() {
+                if let Some(v) = line.strip_prefix("event: ") {
+                    event = v.to_owned();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data.push_str(v);
+                }
+            }
+            (event, serde_json::from_str(&data).unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn server_streams_in_every_framing() {
+    let s = setup(edge::EdgeConfig::default()).await;
+    let uri = format!("http://{}/v1/shelves/1/books:watch?count=3", s.gw.addr);
+    for h2 in [false, true] {
+        let c = client(h2);
+        let get = |accept: &'static str| {
+            let headers: Vec<(&str, &str)> = if accept.is_empty() {
+                vec![]
+            } else {
+                vec![("accept", accept)]
+            };
+            let c = c.clone();
+            let uri = uri.clone();
+            async move { request(&c, "GET", uri, &headers, full("")).await }
+        };
+        // No Accept: one JSON array.
+        let w = get("").await;
+        assert_eq!(w.status, 200);
+        assert_eq!(content_type(&w), "application/json");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&w.body).unwrap(),
+            json!(books(3))
+        );
+        if h2 {
+            assert_eq!(w.trailers.as_ref().unwrap()["grpc-status"], "0");
+        }
+        let w = get("application/x-ndjson").await;
+        assert_eq!(content_type(&w), "application/x-ndjson");
+        assert_eq!(messages(InFraming::Ndjson, &w.body), books(3));
+        let w = get("text/event-stream").await;
+        assert_eq!(content_type(&w), "text/event-stream");
+        let events = sse_events(&w.body);
+        assert_eq!(events.len(), 3);
+        assert!(events.iter().all(|(e, _)| e == "message"));
+        assert_eq!(
+            events.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+            books(3)
+        );
+        let w = get("application/msgpack").await;
+        assert_eq!(content_type(&w), "application/msgpack");
+        assert_eq!(messages(InFraming::Msgpack, &w.body), books(3));
+        let w = get("application/x-protobuf").await;
+        assert_eq!(content_type(&w), "application/x-protobuf");
+        assert_eq!(messages(InFraming::Delimited, &w.body), books(3));
+    }
+}
+
+#[tokio::test]
+async fn errors_before_and_after_the_first_message() {
+    let s = setup(edge::EdgeConfig::default()).await;
+    let c = client(true);
+    // Before the first message: an ordinary error answer.
+    let w = request(
+        &c,
+        "GET",
+        format!(
+            "http://{}/v1/shelves/1/books:watch?count=3&failAfter=-1",
+            s.gw.addr
+        ),
+        &[],
+        full(""),
+    )
+    .await;
+    assert_eq!(w.status, 400);
+    let v: Value = serde_json::from_slice(&w.body).unwrap();
+    assert_eq!(v["code"], 9);
+    assert_eq!(w.headers["grpc-status"], "9");
+
+    // After two: the framing's final status record, and the trailers.
+    let uri = format!(
+        "http://{}/v1/shelves/1/books:watch?count=5&failAfter=2",
+        s.gw.addr
+    );
+    let error = json!({"@error": {"code": 9, "message": "watch failed after 2 books"}});
+    let w = request(&c, "GET", uri.clone(), &[], full("")).await;
+    assert_eq!(w.status, 200);
+    let mut want = books(2);
+    want.push(error.clone());
+    assert_eq!(
+        serde_json::from_slice::<Value>(&w.body).unwrap(),
+        json!(want)
+    );
+    let trailers = w.trailers.unwrap();
+    assert_eq!(trailers["grpc-status"], "9");
+    assert_eq!(trailers["grpc-message"], "watch failed after 2 books");
+    for (accept, framing) in [
+        ("application/x-ndjson", InFraming::Ndjson),
+        ("application/msgpack", InFraming::Msgpack),
+    ] {
+        let w = request(&c, "GET", uri.clone(), &[("accept", accept)], full("")).await;
+        assert_eq!(messages(framing, &w.body), want, "{accept}");
+    }
+    let w = request(
+        &c,
+        "GET",
+        uri.clone(),
+        &[("accept", "text/event-stream")],
+        full(""),
+    )
+    .await;
+    let events = sse_events(&w.body);
+    assert_eq!(events.len(), 3);
+    assert_eq!(events[2], ("error".to_owned(), error["@error"].clone()));
+    // Protobuf: the status is the last delimited record; the trailer tells it apart.
+    let w = request(
+        &c,
+        "GET",
+        uri,
+        &[("accept", "application/x-protobuf")],
+        full(""),
+    )
+    .await;
+    let mut split = Splitter::new(InFraming::Delimited, 1 << 20);
+    split.push(&w.body);
+    let mut records = Vec::new();
+    while let Some(m) = split.next_message().unwrap() {
+        records.push(m);
+    }
+    assert_eq!(records.len(), 3);
+    let status = protogate_tests::convert_with(
+        &library::schema(),
+        "google.rpc.Status",
+        Format::Protobuf,
+        Format::Json,
+        &records[2],
+    );
+    assert_eq!(
+        serde_json::from_slice::<Value>(&status).unwrap(),
+        error["@error"]
+    );
+    assert_eq!(w.trailers.unwrap()["grpc-status"], "9");
+}
+
+#[tokio::test]
+async fn a_slow_reader_holds_the_upstream_back() {
+    let s = setup(edge::EdgeConfig::default()).await;
+    let c = client(true);
+    const COUNT: usize = 100_000;
+    let req = Request::get(format!(
+        "http://{}/v1/shelves/1/books:watch?count={COUNT}&titleBytes=100",
+        s.gw.addr
+    ))
+    .header("accept", "application/x-ndjson")
+    .body(full(""))
+    .unwrap();
+    let response = c.request(req).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut lines = 0usize;
+    let mut read = |frame: Frame<Bytes>| {
+        if let Ok(d) = frame.into_data() {
+            lines += d.iter().filter(|&&b| b == b'\n').count();
+        }
+    };
+    read(body.frame().await.unwrap().unwrap());
+    // The client stops reading: windows and buffers fill, then the producer stops.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let paused = s.stats.watch_sent.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let still = s.stats.watch_sent.load(Ordering::SeqCst);
+    eprintln!("producer stopped after {paused} of {COUNT} messages");
+    assert_eq!(paused, still, "the producer ran on while nobody read");
+    assert!(
+        paused < COUNT / 4,
+        "{paused} of {COUNT} messages produced for a reader that stopped"
+    );
+    // Reading on gets every message.
+    while let Some(frame) = body.frame().await {
+        read(frame.unwrap());
+    }
+    assert_eq!(lines, COUNT);
+    assert_eq!(s.stats.watch_sent.load(Ordering::SeqCst), COUNT);
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_cancels_the_upstream_call() {
+    let s = setup(edge::EdgeConfig::default()).await;
+    for h2 in [false, true] {
+        let before = s.stats.watch_cancelled.load(Ordering::SeqCst);
+        let c = client(h2);
+        let req = Request::get(format!(
+            "http://{}/v1/shelves/1/books:watch?count=1000000&interval=0.001s",
+            s.gw.addr
+        ))
+        .body(full(""))
+        .unwrap();
+        let response = c.request(req).await.unwrap();
+        let mut body = response.into_body();
+        body.frame().await.unwrap().unwrap();
+        drop(body);
+        drop(c);
+        let mut cancelled = false;
+        for _ in 0..100 {
+            if s.stats.watch_cancelled.load(Ordering::SeqCst) > before {
+                cancelled = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            cancelled,
+            "upstream still streaming after the client left (h2: {h2})"
+        );
+    }
+}
+
+fn delimited(messages: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for m in messages {
+        prost::encoding::encode_varint(m.len() as u64, &mut out);
+        out.extend_from_slice(m);
+    }
+    out
+}
+
+#[tokio::test]
+async fn client_streams_in_every_framing() {
+    let s = setup(edge::EdgeConfig::default()).await;
+    let c = client(false);
+    let book = |t: &str| pb::Book {
+        title: t.into(),
+        ..pb::Book::default()
+    };
+    let (a, b, cc) = (
+        book("a").encode_to_vec(),
+        book("b").encode_to_vec(),
+        book("c").encode_to_vec(),
+    );
+    let msgpack = |t: &str| {
+        protogate_tests::convert_with(
+            &library::schema(),
+            "library.v1.Book",
+            Format::Json,
+            Format::Msgpack,
+            format!(r#"{{"title":"{t}"}}"#).as_bytes(),
+        )
+    };
+    let bodies: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "application/x-ndjson",
+            b"{\"title\":\"a\"}\n{\"title\":\"b\"}\n\n{\"title\":\"c\"}".to_vec(),
+        ),
+        (
+            "application/json",
+            br#"[{"title":"a"}, {"title":"b"}, {"title":"c"}]"#.to_vec(),
+        ),
+        (
+            "application/msgpack",
+            [msgpack("a"), msgpack("b"), msgpack("c")].concat(),
+        ),
+        ("application/x-protobuf", delimited(&[&a, &b, &cc])),
+    ];
+    for path in ["/v1/books:import", "/library.v1.Library/ImportBooks"] {
+        for (ct, body) in &bodies {
+            let w = request(
+                &c,
+                "POST",
+                format!("http://{}{path}", s.gw.addr),
+                &[("content-type", ct), ("accept", "application/json")],
+                full(body.clone()),
+            )
+            .await;
+            assert_eq!(w.status, 200, "{ct}: {:?}", w.body);
+            assert_eq!(
+                serde_json::from_slice::<Value>(&w.body).unwrap(),
+                json!({"books": [{"title": "a"}, {"title": "b"}, {"title": "c"}], "nextPageToken": "3"}),
+                "{path} {ct}"
+            );
+        }
+    }
+    assert_eq!(s.stats.imports_completed.load(Ordering::SeqCst), 8);
+}
+
+#[tokio::test]
+async fn a_broken_client_stream_is_never_taken_for_a_complete_one() {
+    let config = edge::EdgeConfig {
+        max_body_bytes: 1024,
+        max_stream_bytes: 8 * 1024,
+        ..edge::EdgeConfig::default()
+    };
+    let s = setup(config).await;
+    let c = client(false);
+    let post = |ct: &'static str, body: Vec<u8>| {
+        let c = c.clone();
+        let uri = format!("http://{}/v1/books:import", s.gw.addr);
+        async move { request(&c, "POST", uri, &[("content-type", ct)], full(body)).await }
+    };
+    let message = |w: &Whole| {
+        serde_json::from_slice::<Value>(&w.body).unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // A malformed second message.
+    let w = post(
+        "application/x-ndjson",
+        b"{\"title\":\"a\"}\n{\"title\":7}\n{\"title\":\"c\"}\n".to_vec(),
+    )
+    .await;
+    assert_eq!(w.status, 400);
+    assert!(
+        message(&w).contains("message 1") && message(&w).contains("title"),
+        "{}",
+        message(&w)
+    );
+    // An unclosed array.
+    let w = post("application/json", br#"[{"title":"a"}"#.to_vec()).await;
+    assert_eq!(w.status, 400);
+    assert!(message(&w).contains("not closed"), "{}", message(&w));
+    // One message over the per-message limit.
+    let big = format!("{{\"title\":\"{}\"}}\n", "x".repeat(2000));
+    let w = post("application/x-ndjson", big.into_bytes()).await;
+    assert_eq!(w.status, 400);
+    assert!(message(&w).contains("1024 byte limit"), "{}", message(&w));
+    // The whole stream over its limit.
+    let many = "{\"title\":\"a\"}\n".repeat(1000);
+    let w = post("application/x-ndjson", many.into_bytes()).await;
+    assert_eq!(w.status, 413);
+    // A type that is no stream framing.
+    let w = post("text/plain", b"x".to_vec()).await;
+    assert_eq!(w.status, 415);
+    // The upstream's own error.
+    let w = post(
+        "application/x-ndjson",
+        b"{\"title\":\"a\"}\n{\"title\":\"fail\"}\n".to_vec(),
+    )
+    .await;
+    assert_eq!(w.status, 400);
+    assert!(message(&w).contains("book 1 cannot be imported"));
+    // None of these completed an import.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(s.stats.imports_completed.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn bidirectional_streams_flow_both_ways_over_http2() {
+    let s = setup(edge::EdgeConfig::default()).await;
+    // HTTP/1.1 cannot carry them.
+    let w = request(
+        &client(false),
+        "POST",
+        format!("http://{}/v1/books:chat", s.gw.addr),
+        &[("content-type", "application/x-ndjson")],
+        full("{}\n"),
+    )
+    .await;
+    assert_eq!(w.status, 501);
+
+    // Over HTTP/2 each answer arrives before the next request is sent.
+    let c = client(true);
+    let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, Infallible>>(1);
+    let body = StreamBody::new(tokio_stream_from(rx)).boxed();
+    let req = Request::post(format!("http://{}/v1/books:chat", s.gw.addr))
+        .header("content-type", "application/x-ndjson")
+        .body(body)
+        .unwrap();
+    let send = |t: &str| {
+        tx.send(Ok(Frame::data(Bytes::from(format!(
+            "{{\"title\":\"{t}\"}}\n"
+        )))))
+    };
+    send("hello").await.unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), c.request(req))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
+    let mut body = response.into_body();
+    let mut next_line = async || -> Value {
+        let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
+            .await
+            .expect("an answer while the request is still open")
+            .unwrap()
+            .unwrap();
+        serde_json::from_slice(frame.data_ref().unwrap()).unwrap()
+    };
+    assert_eq!(next_line().await, json!({"title": "HELLO"}));
+    send("again").await.unwrap();
+    assert_eq!(next_line().await, json!({"title": "AGAIN"}));
+    send("fail").await.unwrap();
+    let last = next_line().await;
+    assert_eq!(last["@error"]["code"], 10, "{last}");
+    drop(tx);
+}
+
+/// An mpsc receiver as a Stream.
+fn tokio_stream_from<T: Send + 'static>(
+    mut rx: mpsc::Receiver<T>,
+) -> impl futures_core::Stream<Item = T> + Send {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+#[tokio::test]
+async fn stream_downgrades_count_per_message() {
+    let s = setup(edge::EdgeConfig::default()).await;
+    let c = client(false);
+    request(
+        &c,
+        "GET",
+        format!("http://{}/v1/shelves/1/books:watch?count=4", s.gw.addr),
+        &[("accept", "application/x-ndjson")],
+        full(""),
+    )
+    .await;
+    let m = request(
+        &c,
+        "GET",
+        format!("http://{}/metrics", s.gw.addr),
+        &[],
+        full(""),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&m.body);
+    assert_eq!(
+        metric(
+            &text,
+            r#"protogate_downgrades_total{method="library.v1.Library/WatchBooks",reason="json_requested"}"#
+        ),
+        4.0,
+        "{text}"
+    );
+}
