@@ -6,7 +6,7 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 ORACLE_REQ := tests/oracle/requirements.txt
 
-.PHONY: demo test build lint bench bench-e2e oracle-env clean
+.PHONY: demo test build lint bench bench-e2e oracle-env grpcgw clean
 
 demo:
 	$(CARGO) run --release -p protogate -- demo
@@ -22,7 +22,11 @@ $(VENV)/.installed: $(ORACLE_REQ)
 
 oracle-env: $(VENV)/.installed
 
-test: oracle-env
+# grpc-gateway (Debian's 1.6.4, offline) for the library test service: the differential test's peer.
+grpcgw:
+	tests/grpcgw/build.sh
+
+test: oracle-env grpcgw
 	PROTOGATE_ORACLE_PYTHON=$(abspath $(PYTHON)) $(CARGO) test --workspace
 	$(CARGO) build -p protogate
 	tests/demo.sh target/debug/protogate

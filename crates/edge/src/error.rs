@@ -166,7 +166,7 @@ impl fmt::Display for EdgeError {
             | NotAcceptable(m)
             | Unavailable(m)
             | Internal(m) => f.write_str(m),
-            UnknownMethod(path) => write!(f, "no method {path} in the loaded schema"),
+            UnknownMethod(what) => write!(f, "no method or HTTP rule for {what}"),
             MethodNotAllowed { what, allow } => write!(f, "{what} accepts {allow} only"),
             PayloadTooLarge { limit } => {
                 write!(f, "request body exceeds the limit of {limit} bytes")

@@ -199,7 +199,7 @@ impl Edge {
                                 allow: "POST".into(),
                             }
                         }
-                        None => EdgeError::UnknownMethod(path.to_owned()),
+                        None => EdgeError::UnknownMethod(format!("{} {path}", head.method)),
                     });
                 }
             },
