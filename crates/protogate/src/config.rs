@@ -429,6 +429,66 @@ mod tests {
     }
 
     #[test]
+    fn http_rules_from_the_file() {
+        let file = FileConfig::parse(
+            r#"
+                upstream = "http://127.0.0.1:1"
+                protos = ["a.proto"]
+                unknown_query_parameters = "ignore"
+                [[http_rules]]
+                selector = "x.v1.S.Get"
+                get = "/v1/things/{id}"
+                response_body = "thing"
+                [[http_rules.additional_bindings]]
+                custom = { kind = "SEARCH", path = "/v1/things" }
+                body = "*"
+            "#,
+            Path::new("."),
+        )
+        .unwrap();
+        let r = resolve(args(&[]), file).unwrap();
+        assert_eq!(r.edge.unknown_query, transcode::rest::UnknownQuery::Ignore);
+        let rule = &r.edge.http_rules[0];
+        assert_eq!(
+            (
+                rule.selector.as_str(),
+                rule.method.as_str(),
+                rule.path.as_str()
+            ),
+            ("x.v1.S.Get", "GET", "/v1/things/{id}")
+        );
+        assert_eq!(rule.response_body, "thing");
+        let b = &rule.additional_bindings[0];
+        assert_eq!(
+            (
+                b.selector.as_str(),
+                b.method.as_str(),
+                b.path.as_str(),
+                b.body.as_str()
+            ),
+            ("x.v1.S.Get", "SEARCH", "/v1/things", "*")
+        );
+        for (toml, want) in [
+            ("[[http_rules]]\nget = \"/x\"", "needs a selector"),
+            (
+                "[[http_rules]]\nselector = \"a.S.M\"\nget = \"/x\"\npost = \"/y\"",
+                "2 patterns",
+            ),
+            ("[[http_rules]]\nselector = \"a.S.M\"", "0 patterns"),
+            (
+                "unknown_query_parameters = \"drop\"",
+                "unknown_query_parameters",
+            ),
+        ] {
+            let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+            let e = FileConfig::parse(&text, Path::new("."))
+                .and_then(|f| resolve(args(&[]), f))
+                .unwrap_err();
+            assert!(e.0.contains(want), "{toml}: {e}");
+        }
+    }
+
+    #[test]
     fn bad_configs_are_named() {
         let e = FileConfig::parse("listen = 1\nbogus = true", Path::new(".")).unwrap_err();
         assert!(e.0.contains("listen") || e.0.contains("bogus"), "{e}");

@@ -156,6 +156,30 @@ fn a_broken_proto_is_reported_with_file_and_line_before_listening() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // Two HTTP rules that match the same requests: both named, before listening.
+    std::fs::write(
+        dir.join("rules.proto"),
+        "syntax = \"proto3\";\npackage r;\nmessage M { string id = 1; }\n\
+         service S {\n  rpc A(M) returns (M);\n  rpc B(M) returns (M);\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("rules.toml"),
+        "upstream = \"http://127.0.0.1:1\"\nprotos = [\"rules.proto\"]\n\
+         [[http_rules]]\nselector = \"r.S.A\"\nget = \"/v1/{id}\"\n\
+         [[http_rules]]\nselector = \"r.S.B\"\nget = \"/v1/{id=*}\"\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(dir.join("rules.toml"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("r.S.A") && err.contains("r.S.B"), "{err}");
+    assert!(!err.contains("listening"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
