@@ -28,6 +28,10 @@ expect=(
   'dropped data .*#7 at \(root\); #8 at \(root\).*\{"id":"1",.*"createdAt"'  # protobuf in and out: v2 fields arrive
   'dropped data .*#8 at \(root\).*\{"id":"2",.*"SHIPPED"'  # JSON in, protobuf out
   '^\{"id":"2",.*"SHIPPED"'                     # protobuf in, JSON out
+  '^\{"id":"1","customerId":"42"'               # REST GET with a path variable
+  '^\{"orders":\[\{"id":"1"'                     # REST GET with a query parameter
+  '^\{"id":"1",.*\} \{"id":'                    # NDJSON stream: one order per line
+  '"openapi":"3.1'                              # OpenAPI document
   'protogate_downgrades_total\{method="demo.shop.v1.Shop/GetOrder",reason="json_requested"\} [1-9]'
 )
 

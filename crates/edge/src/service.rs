@@ -36,6 +36,8 @@ pub struct Edge {
     transcode: transcode::Options,
     /// The method label of requests that name no method.
     unknown_method: std::sync::Arc<str>,
+    /// `GET /openapi.json`: the OpenAPI document of the schema and the routes, built once.
+    openapi: Bytes,
 }
 
 /// One request's context: who asked, for what, in which formats, and what was downgraded.
@@ -62,6 +64,8 @@ impl Edge {
             .message("google.rpc.Status")
             .ok_or("the schema lacks google.rpc.Status and the bundled copy could not be added")?;
         let routes = Routes::new(&schema, &config.http_rules).map_err(|e| e.to_string())?;
+        let openapi = transcode::openapi::document(&schema, &routes, "protogate");
+        let openapi = Bytes::from(openapi.to_string());
         let downgrades = DowngradeLog::new(
             config.downgrade_log_interval,
             crate::downgrade::DEFAULT_CAPACITY,
@@ -76,6 +80,7 @@ impl Edge {
             status,
             transcode: transcode::Options::default(),
             unknown_method: "unknown".into(),
+            openapi,
         })
     }
 
@@ -126,6 +131,9 @@ impl Edge {
                     crate::metrics::CONTENT_TYPE,
                     Bytes::from(self.metrics.render()),
                 );
+            }
+            "/openapi.json" => {
+                return plain(StatusCode::OK, "application/json", self.openapi.clone());
             }
             _ => {}
         }
@@ -215,8 +223,8 @@ impl Edge {
     }
 
     /// The request's format and the unary response's, from Content-Type and Accept. Under an
-    /// HTTP rule, a request without Content-Type is taken as JSON (a GET has no body; a body
-    /// without a type is refused when it is read).
+    /// HTTP rule a request without a (supported) Content-Type is taken as JSON: a GET has no
+    /// body, and a body is refused (415) when it is read.
     fn negotiate_unary(
         &self,
         head: &http::request::Parts,
@@ -228,10 +236,11 @@ impl Edge {
         let Some((route, _)) = target.route else {
             return negotiate::negotiate(content_type, accept, strict);
         };
-        let request = if route.raw_request() || content_type.is_none() {
+        // A Content-Type matters only with a body: it is checked when the body is read.
+        let request = if route.raw_request() {
             Format::Json
         } else {
-            negotiate::request_format(content_type)?
+            negotiate::request_format(content_type).unwrap_or(Format::Json)
         };
         if route.raw_response() {
             return Ok(Negotiated {
@@ -301,12 +310,8 @@ impl Edge {
                 data: &body,
             }
         } else {
-            if head.headers.get(header::CONTENT_TYPE).is_none() {
-                return Err(EdgeError::UnsupportedMediaType(
-                    "missing Content-Type header for a request with a body".into(),
-                ));
-            }
-            RequestBody::Formatted(formats.request, &body)
+            let format = negotiate::request_format(head.headers.get(header::CONTENT_TYPE))?;
+            RequestBody::Formatted(format, &body)
         };
         let mut out = Vec::with_capacity(body.len() + 64);
         route

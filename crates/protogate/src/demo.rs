@@ -403,6 +403,16 @@ printf '\010\001' | curl -s --data-binary @- -H 'content-type: application/x-pro
 curl -s {base}/GetOrder -H 'content-type: application/json' -H 'accept: application/x-protobuf' -d '{{"id": 2}}' | {to_json} --from protobuf --to json
 printf '\010\002' | curl -s --data-binary @- -H 'content-type: application/x-protobuf' -H 'accept: application/json' {base}/GetOrder; echo
 
+# REST: the google.api.http annotations' routes, path variables and query parameters bound in
+curl -s http://{addr}/v1/orders/1; echo
+curl -s 'http://{addr}/v1/customers/42/orders?pageSize=1'; echo
+
+# A server stream, one NDJSON line per order as it arrives (or: accept text/event-stream)
+curl -s -H 'accept: application/x-ndjson' http://{addr}/v1/customers/42/orders:watch
+
+# The API as OpenAPI 3.1
+curl -s http://{addr}/openapi.json | head -c 300; echo
+
 # Metrics: every downgrade is counted
 curl -s http://{addr}/metrics | grep '^protogate_downgrades_total'
 

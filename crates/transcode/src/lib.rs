@@ -10,6 +10,7 @@
 //! - `decode`: protobuf wire bytes → rendered tree, reporting unknown fields.
 //! - `wkt`: string forms of Timestamp, Duration and FieldMask.
 //! - [`error`]: conversion errors with the path of the failing value.
+//! - [`openapi`]: the OpenAPI 3.1 document of the schema's methods and HTTP rules.
 //!
 //! # The JSON mapping
 //! Output names are `json_name` (or the proto names with [`Options::proto_field_names`]);
@@ -32,6 +33,7 @@
 //! boolean keys accepted on input).
 
 pub mod error;
+pub mod openapi;
 pub mod rest;
 pub mod schema;
 pub mod stream;
