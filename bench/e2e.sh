@@ -24,6 +24,8 @@
 #   E2E_ATTEMPTS   a run during which other processes used more than E2E_OTHER_MAX % of a core
 #                  (default 10) is repeated, up to E2E_ATTEMPTS runs in all (default 2)
 #   E2E_BUILD=0    skip `cargo build` (use the binaries in target/release)
+#   E2E_GATEWAY    the gateway binary (default target/release/protogate): to compare builds
+#   E2E_OUT        where results go (default target/bench-e2e)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,12 +47,12 @@ MAX_SECONDS=${E2E_MAX_SECONDS:-480}
 QUIET_WAIT=${E2E_QUIET_WAIT:-60}
 QUIET_CORES=0.3 # whole-machine busy cores that still count as quiet
 
-OUT=target/bench-e2e
+OUT=${E2E_OUT:-target/bench-e2e}
 RAW=$OUT/raw
 BODIES=$OUT/bodies
 SHARED_BODIES=target/bench-bodies
 PROTO=(--proto proto/bench/bench.proto -I proto/bench)
-GATEWAY=target/release/protogate
+GATEWAY=${E2E_GATEWAY:-target/release/protogate}
 BACKEND=target/release/bench-backend
 UTIL=(python3 bench/e2e_util.py)
 TCK=$(getconf CLK_TCK)

@@ -67,6 +67,10 @@ pub struct ServeArgs {
     /// At most one downgrade log line per method, reason and client per interval; 0 logs every one [default: 60s].
     #[arg(long, value_name = "DURATION")]
     pub downgrade_log_interval: Option<String>,
+    /// Runtime threads; 0 = one per CPU the process may use, on a single-threaded scheduler
+    /// when that is one [default: 0].
+    #[arg(long, value_name = "N")]
+    pub worker_threads: Option<usize>,
 }
 
 #[derive(Args, Debug, Clone)]

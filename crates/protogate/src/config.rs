@@ -41,6 +41,7 @@ impl std::error::Error for ConfigError {}
 /// body_read_timeout = "30s"
 /// max_header_bytes = 65536
 /// max_stream_bytes = 67108864                # a client stream's whole body
+/// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
 /// unknown_query_parameters = "reject"        # or "ignore"
 ///
 /// [services."demo.shop.v1.Shop"]
@@ -80,6 +81,7 @@ pub struct FileConfig {
     pub body_read_timeout: Option<String>,
     pub max_header_bytes: Option<usize>,
     pub max_stream_bytes: Option<usize>,
+    pub worker_threads: Option<usize>,
     pub unknown_query_parameters: Option<UnknownQueryConfig>,
     #[serde(default)]
     pub services: BTreeMap<String, ServiceConfig>,
@@ -178,6 +180,8 @@ pub struct Resolved {
     pub service_upstreams: Vec<(String, String)>,
     pub schema: SchemaArgs,
     pub log_format: LogFormat,
+    /// Runtime threads; 0 = one per available CPU.
+    pub worker_threads: usize,
     pub edge: edge::EdgeConfig,
 }
 
@@ -324,6 +328,7 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             .log_format
             .or(file.log_format)
             .unwrap_or(LogFormat::Text),
+        worker_threads: args.worker_threads.or(file.worker_threads).unwrap_or(0),
         edge,
     })
 }

@@ -345,7 +345,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     std::fs::write(&descriptor_set, schema.to_descriptor_set())
         .with_context(|| format!("writing {}", descriptor_set.display()))?;
 
-    run::runtime()?.block_on(async move {
+    run::runtime(0)?.block_on(async move {
         let backend = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding the demo service")?;
         let backend_addr = backend.local_addr()?;
         let (stop_backend, backend_stopped) = tokio::sync::oneshot::channel::<()>();

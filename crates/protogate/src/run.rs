@@ -23,7 +23,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     logging::init(resolved.log_format);
     // Validated before any port opens: a broken schema names its file and line.
     let schema = schema_files::load(&resolved.schema)?;
-    runtime()?.block_on(async move {
+    runtime(resolved.worker_threads)?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(resolved.listen)
             .await
             .with_context(|| format!("binding {}", resolved.listen))?;
@@ -43,11 +43,22 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")
+/// The Tokio runtime: `threads` workers (0: one per CPU the process may use). With one, the
+/// single-threaded scheduler: on one core it serves small requests ~1.6x faster over HTTP/2
+/// than a one-worker multi-threaded runtime (no cross-thread wake-ups; BENCHMARKS.md, "Tuning").
+pub(crate) fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    let threads = match threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let mut builder = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    builder.enable_all().build().context("starting the runtime")
 }
 
 /// Installs the SIGINT and SIGTERM handlers now (so a signal that arrives right after the
