@@ -719,12 +719,17 @@ fn bad_request(e: transcode::Error) -> EdgeError {
 /// A google.api.HttpBody answer: its bytes under its own content type.
 fn raw_response(content_type: &str, data: Bytes) -> Response<ResponseBody> {
     let mut r = Response::new(ResponseBody::full(data));
-    let ct = HeaderValue::from_str(content_type)
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, raw_content_type(content_type));
+    r
+}
+
+/// An HttpBody's content type as a header (application/octet-stream when it has none).
+fn raw_content_type(content_type: &str) -> HeaderValue {
+    HeaderValue::from_str(content_type)
         .ok()
         .filter(|_| !content_type.is_empty())
-        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
-    r.headers_mut().insert(header::CONTENT_TYPE, ct);
-    r
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"))
 }
 
 fn plain(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<ResponseBody> {

@@ -54,6 +54,20 @@ impl Stream for RequestStream {
     }
 }
 
+/// An upstream call under the client's deadline, if it gave one (an expired one is the
+/// upstream's DEADLINE_EXCEEDED, which `upstream_failure` maps).
+async fn within<T>(
+    timeout: Option<Duration>,
+    call: impl std::future::Future<Output = Result<T, tonic::Status>>,
+) -> Result<T, tonic::Status> {
+    match timeout {
+        Some(t) => tokio::time::timeout(t, call)
+            .await
+            .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("deadline passed"))),
+        None => call.await,
+    }
+}
+
 /// The framing a missing Accept picks: the request's own.
 fn default_framing(request: Format) -> Framing {
     match request {
@@ -117,13 +131,8 @@ impl Edge {
             upstream_metadata(&head.headers),
             timeout,
         );
-        let opened = match timeout {
-            Some(t) => tokio::time::timeout(t, call)
-                .await
-                .map_err(|_| EdgeError::DeadlineExceeded)?,
-            None => call.await,
-        };
-        let (metadata, mut upstream) = opened
+        let (metadata, mut upstream) = within(timeout, call)
+            .await
             .map_err(|s| self.upstream_failure(method, &s, started, timeout, sent.clone()))?;
         // An error before the first message is an ordinary error response.
         let first = upstream
@@ -211,14 +220,7 @@ impl Edge {
                 metadata,
                 timeout,
             );
-            let call = async {
-                match timeout {
-                    Some(t) => tokio::time::timeout(t, call)
-                        .await
-                        .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("deadline"))),
-                    None => call.await,
-                }
-            };
+            let call = within(timeout, call);
             tokio::pin!(call, pump);
             let mut pumping = true;
             let answer = loop {
@@ -288,12 +290,9 @@ impl Edge {
                 let (ct, _) = route.raw_response_parts(first).map_err(|e| {
                     EdgeError::Internal(format!("upstream HttpBody is malformed: {e}"))
                 })?;
-                HeaderValue::from_str(&ct)
-                    .ok()
-                    .filter(|_| !ct.is_empty())
-                    .unwrap_or(HeaderValue::from_static("application/octet-stream"))
+                raw_content_type(&ct)
             }
-            _ if raw => HeaderValue::from_static("application/octet-stream"),
+            _ if raw => raw_content_type(""),
             _ => HeaderValue::from_static(framing.content_type()),
         };
         let state = StreamState {

@@ -150,10 +150,6 @@ impl Routes {
         Ok(Routes { routes, by_method })
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.routes.is_empty()
-    }
-
     /// Every route, most specific first.
     pub fn iter(&self) -> impl Iterator<Item = &Route> {
         self.routes.iter()
