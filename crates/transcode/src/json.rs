@@ -187,7 +187,13 @@ pub(crate) fn write_f32(out: &mut Vec<u8>, x: f32) {
 /// A double field's value: shortest round trip; NaN and infinities as strings.
 #[inline]
 pub(crate) fn write_f64(out: &mut Vec<u8>, x: f64) {
-    if x.is_finite() {
+    // Whole numbers below 10^15 (exact, and one unit apart at most): their digits and ".0",
+    // which is what ryu writes for them — by its slowest path, stripping trailing zeros one
+    // division at a time. Zero is left to ryu (-0.0).
+    if x.fract() == 0.0 && x.abs() < 1e15 && x != 0.0 {
+        out.extend_from_slice(itoa::Buffer::new().format(x as i64).as_bytes());
+        out.extend_from_slice(b".0");
+    } else if x.is_finite() {
         out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
     } else {
         write_float(out, x, String::new);
@@ -311,6 +317,44 @@ pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn whole_doubles_print_as_ryu_prints_them() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut values: Vec<f64> = vec![
+            1.0,
+            -1.0,
+            10.0,
+            20.0,
+            1e14,
+            999_999_999_999_999.0,
+            -1e14,
+            1e15,
+            1e16,
+            0.0,
+            -0.0,
+        ];
+        for _ in 0..100_000 {
+            let digits = next() % 16;
+            let v = (next() % 10u64.pow(digits as u32 + 1)) as f64;
+            values.push(if next() % 2 == 0 { v } else { -v });
+        }
+        for x in values {
+            let mut out = Vec::new();
+            write_f64(&mut out, x);
+            assert_eq!(
+                std::str::from_utf8(&out).unwrap(),
+                ryu::Buffer::new().format_finite(x),
+                "{x}"
+            );
+        }
+    }
+
     #[test]
     fn json_special_finds_the_first_special_byte() {
         let naive = |b: &[u8]| {
