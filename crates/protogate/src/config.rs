@@ -39,7 +39,7 @@ impl std::error::Error for ConfigError {}
 /// downgrade_log_interval = "60s"
 /// header_read_timeout = "10s"
 /// body_read_timeout = "30s"
-/// max_header_bytes = 65536
+/// max_header_bytes = 16384
 /// max_stream_bytes = 67108864                # a client stream's whole body
 /// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
 /// unknown_query_parameters = "reject"        # or "ignore"
