@@ -256,8 +256,16 @@ fn float32_text(x: f32) -> String {
 /// word is exact (borrows only start at flagged bytes).
 #[inline]
 pub(crate) fn json_special(b: &[u8]) -> usize {
+    special_or_high(b, false)
+}
+
+/// [`json_special`], also stopping at the first byte ≥ 0x80 when `high` (the first non-ASCII
+/// byte, where UTF-8 validation has to start).
+#[inline]
+fn special_or_high(b: &[u8], high: bool) -> usize {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
+    let high_mask = if high { HI } else { 0 };
     let mut i = 0;
     while i + 8 <= b.len() {
         let mut a = [0u8; 8];
@@ -265,10 +273,11 @@ pub(crate) fn json_special(b: &[u8]) -> usize {
         let w = u64::from_le_bytes(a);
         let q = w ^ (LO * b'"' as u64);
         let s = w ^ (LO * b'\\' as u64);
-        let m = ((q.wrapping_sub(LO) & !q)
+        let m = (((q.wrapping_sub(LO) & !q)
             | (s.wrapping_sub(LO) & !s)
             | (w.wrapping_sub(LO * 0x20) & !w))
-            & HI;
+            & HI)
+            | (w & high_mask);
         if m != 0 {
             return i + (m.trailing_zeros() / 8) as usize;
         }
@@ -276,7 +285,7 @@ pub(crate) fn json_special(b: &[u8]) -> usize {
     }
     while i < b.len() {
         let c = b[i];
-        if c == b'"' || c == b'\\' || c < 0x20 {
+        if c == b'"' || c == b'\\' || c < 0x20 || (high && c >= 0x80) {
             return i;
         }
         i += 1;
@@ -286,13 +295,33 @@ pub(crate) fn json_special(b: &[u8]) -> usize {
 
 /// A JSON string literal: `"` and `\\` escaped, control characters as `\n`-style or `\u00XX`.
 pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
+    write_escaped(out, s.as_bytes(), true);
+}
+
+/// [`write_str`] for bytes not yet known to be UTF-8: validated in the same pass (ASCII needs
+/// no other check; from the first non-ASCII byte on, `from_utf8` decides). False, with `out`
+/// partly written, if they are not UTF-8.
+pub(crate) fn write_str_bytes(out: &mut Vec<u8>, b: &[u8]) -> bool {
+    write_escaped(out, b, false)
+}
+
+fn write_escaped(out: &mut Vec<u8>, s: &[u8], mut validated: bool) -> bool {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
-    let mut rest = s.as_bytes();
+    let mut rest = s;
     loop {
-        let n = json_special(rest);
+        let n = special_or_high(rest, !validated);
         out.extend_from_slice(&rest[..n]);
         let Some(&b) = rest.get(n) else { break };
+        if b >= 0x80 {
+            // `rest[n]` starts a character (everything before it is ASCII).
+            if std::str::from_utf8(&rest[n..]).is_err() {
+                return false;
+            }
+            validated = true;
+            rest = &rest[n..];
+            continue;
+        }
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
@@ -313,6 +342,7 @@ pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
         rest = &rest[n + 1..];
     }
     out.push(b'"');
+    true
 }
 
 #[cfg(test)]

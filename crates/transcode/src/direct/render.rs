@@ -6,6 +6,8 @@
 
 use std::collections::HashSet;
 
+use prost_reflect::Kind;
+
 use super::Bail;
 use super::plan::{Card, FieldPlan, Plans};
 use super::sink::Sink;
@@ -134,6 +136,19 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                         self.path.push(Seg::Field(&field.json_name));
                         self.message(m, sub, out)?;
                         self.path.pop();
+                    } else if field.kind == Kind::String {
+                        // UTF-8 checked while the string is escaped, not before.
+                        if wt != wire::LEN {
+                            return Err(Bail);
+                        }
+                        let (b, _) = r.len_delimited().map_err(|_| Bail)?;
+                        if field.presence || !b.is_empty() {
+                            self.sink.key(out, field, names, count);
+                            count += 1;
+                            if !self.sink.str_bytes(out, b) {
+                                return Err(Bail);
+                            }
+                        }
                     } else {
                         let v = read_val(&field.kind, wt, &mut r)
                             .map_err(|_| Bail)?
@@ -170,6 +185,16 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                             self.sink.value(out, field, v, self.opts.enum_numbers);
                             elems += 1;
                         }
+                    } else if field.kind == Kind::String {
+                        if wt != wire::LEN {
+                            return Err(Bail);
+                        }
+                        let (b, _) = r.len_delimited().map_err(|_| Bail)?;
+                        self.element(field, &mut container, &mut count, elems, out);
+                        if !self.sink.str_bytes(out, b) {
+                            return Err(Bail);
+                        }
+                        elems += 1;
                     } else {
                         let v = read_val(&field.kind, wt, &mut r)
                             .map_err(|_| Bail)?

@@ -3,7 +3,7 @@
 
 use super::plan::FieldPlan;
 use crate::decode::Val;
-use crate::json::{write_bytes, write_f32, write_f64, write_str};
+use crate::json::{write_bytes, write_f32, write_f64, write_str, write_str_bytes};
 use crate::tree::Out;
 
 pub(crate) trait Sink {
@@ -23,6 +23,8 @@ pub(crate) trait Sink {
     fn map_key(&self, out: &mut Vec<u8>, key: &str, index: usize);
     /// A scalar value of `field` (an enum's name from the plan).
     fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Val<'_>, enum_numbers: bool);
+    /// A string field's bytes, checked for UTF-8 as they are written; false if they are not.
+    fn str_bytes(&self, out: &mut Vec<u8>, b: &[u8]) -> bool;
     /// A subtree the reference path rendered.
     fn tree(&self, out: &mut Vec<u8>, tree: &Out);
 }
@@ -123,6 +125,11 @@ impl Sink for Json {
                 }
             }
         }
+    }
+
+    #[inline]
+    fn str_bytes(&self, out: &mut Vec<u8>, b: &[u8]) -> bool {
+        write_str_bytes(out, b)
     }
 
     fn tree(&self, out: &mut Vec<u8>, tree: &Out) {
@@ -227,6 +234,14 @@ impl Sink for Msgpack {
                 }
             }
         };
+    }
+
+    #[inline]
+    fn str_bytes(&self, out: &mut Vec<u8>, b: &[u8]) -> bool {
+        match std::str::from_utf8(b) {
+            Ok(s) => rmp::encode::write_str(out, s).is_ok(),
+            Err(_) => false,
+        }
     }
 
     fn tree(&self, out: &mut Vec<u8>, tree: &Out) {
