@@ -82,6 +82,20 @@ impl<'a> Reader<'a> {
     }
 
     fn varint_slow(&mut self) -> Result<u64, Error> {
+        // With ten bytes at hand no byte needs its own bounds check.
+        if let Some(b) = self.buf.get(self.pos..self.pos + 10) {
+            let mut v: u64 = 0;
+            for (i, &byte) in b.iter().enumerate() {
+                v |= ((byte & 0x7f) as u64) << (7 * i);
+                if byte < 0x80 {
+                    if i == 9 && byte > 1 {
+                        break;
+                    }
+                    self.pos += i + 1;
+                    return Ok(v);
+                }
+            }
+        }
         let mut v: u64 = 0;
         for i in 0..10 {
             let Some(&b) = self.buf.get(self.pos) else {
@@ -99,11 +113,13 @@ impl<'a> Reader<'a> {
         Err(self.err("varint longer than 10 bytes"))
     }
 
+    #[inline]
     pub(crate) fn fixed32(&mut self) -> Result<u32, Error> {
         let b = self.take(4, "truncated fixed32")?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    #[inline]
     pub(crate) fn fixed64(&mut self) -> Result<u64, Error> {
         let b = self.take(8, "truncated fixed64")?;
         let mut a = [0u8; 8];
@@ -112,6 +128,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A length-delimited value; returns the bytes and their absolute offset.
+    #[inline]
     pub(crate) fn len_delimited(&mut self) -> Result<(&'a [u8], usize), Error> {
         let len = self.varint()?;
         let len = usize::try_from(len).map_err(|_| self.err("length out of range"))?;
@@ -120,6 +137,7 @@ impl<'a> Reader<'a> {
         Ok((b, at))
     }
 
+    #[inline]
     fn take(&mut self, n: usize, msg: &str) -> Result<&'a [u8], Error> {
         if self.buf.len() - self.pos < n {
             return Err(self.err(msg));
