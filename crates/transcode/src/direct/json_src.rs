@@ -59,7 +59,9 @@ impl<'a> JsonSrc<'a> {
 
     /// After a key or element: the separator or the end of the container.
     fn separator(&mut self, close: u8) -> R<bool> {
-        self.ws();
+        if matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+            self.ws();
+        }
         let first = self.first.last_mut().ok_or(Bail)?;
         if *first {
             *first = false;
@@ -73,7 +75,9 @@ impl<'a> JsonSrc<'a> {
         match self.peek() {
             Some(b',') => {
                 self.pos += 1;
-                self.ws();
+                if matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+                    self.ws();
+                }
                 Ok(true)
             }
             Some(c) if c == close => {
@@ -85,6 +89,7 @@ impl<'a> JsonSrc<'a> {
         }
     }
 
+    #[inline]
     #[inline]
     fn ws(&mut self) {
         while let Some(&b) = self.input.get(self.pos) {
@@ -296,10 +301,19 @@ impl<'a> Source<'a> for JsonSrc<'a> {
         if !self.separator(b'}')? {
             return Ok(None);
         }
-        self.ws();
+        // Compact JSON (`"key":value`) takes no whitespace scans.
+        if self.peek() != Some(b'"') {
+            self.ws();
+        }
         let key = self.raw_key()?;
-        self.eat(b':')?;
-        self.ws();
+        if self.peek() == Some(b':') {
+            self.pos += 1;
+        } else {
+            self.eat(b':')?;
+        }
+        if matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+            self.ws();
+        }
         Ok(Some(key))
     }
 
