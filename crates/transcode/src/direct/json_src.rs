@@ -90,7 +90,6 @@ impl<'a> JsonSrc<'a> {
     }
 
     #[inline]
-    #[inline]
     fn ws(&mut self) {
         while let Some(&b) = self.input.get(self.pos) {
             if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
