@@ -190,14 +190,61 @@ pub(crate) fn write_f64(out: &mut Vec<u8>, x: f64) {
     // Whole numbers below 10^15 (exact, and one unit apart at most): their digits and ".0",
     // which is what ryu writes for them — by its slowest path, stripping trailing zeros one
     // division at a time. Zero is left to ryu (-0.0).
-    if x.fract() == 0.0 && x.abs() < 1e15 && x != 0.0 {
-        out.extend_from_slice(itoa::Buffer::new().format(x as i64).as_bytes());
+    let whole = x as i64; // saturating, NaN as 0: checked by the comparison
+    if whole as f64 == x && x.abs() < 1e15 && x != 0.0 {
+        out.extend_from_slice(itoa::Buffer::new().format(whole).as_bytes());
         out.extend_from_slice(b".0");
     } else if x.is_finite() {
-        out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
+        if !short_decimal(out, x) {
+            out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
+        }
     } else {
         write_float(out, x, String::new);
     }
+}
+
+/// A double with one to four decimals (`99.99`, `0.15`) written as ryu writes it, without
+/// ryu. Below 10^7 a double's rounding interval (< 2.3·10^-9 wide) holds at most one
+/// four-decimal number, and any shorter decimal in it is that number without its trailing
+/// zeros: so if the four-decimal number next to `x` reads back as `x` (an IEEE division of two
+/// exact doubles is the correctly rounded quotient, as a parser's result is), its digits less
+/// trailing zeros are the shortest, which ryu prints. Otherwise, or outside [10^-3, 10^7)
+/// where ryu's notation changes, false: ryu writes it.
+#[inline]
+fn short_decimal(out: &mut Vec<u8>, x: f64) -> bool {
+    let ax = x.abs();
+    if !(1e-3..1e7).contains(&ax) {
+        return false;
+    }
+    // Below 10^11, off by at most ~10^-5: the decimal next to `x` is n or n + 1.
+    let n = (ax * 1e4) as u64;
+    let mut m = if n as f64 / 1e4 == ax {
+        n
+    } else if (n + 1) as f64 / 1e4 == ax {
+        n + 1
+    } else {
+        return false;
+    };
+    let mut k = 4;
+    while m % 10 == 0 && k > 0 {
+        m /= 10;
+        k -= 1;
+    }
+    if k == 0 {
+        return false;
+    }
+    let scale = 10u64.pow(k as u32);
+    let (int, frac) = (m / scale, m % scale);
+    if x < 0.0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(itoa::Buffer::new().format(int).as_bytes());
+    out.push(b'.');
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(frac);
+    out.extend(std::iter::repeat_n(b'0', k - digits.len()));
+    out.extend_from_slice(digits.as_bytes());
+    true
 }
 
 /// Bytes as standard base64 with padding, quoted.
@@ -347,6 +394,55 @@ fn write_escaped(out: &mut Vec<u8>, s: &[u8], mut validated: bool) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn short_decimals_print_as_ryu_prints_them() {
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut values: Vec<f64> = vec![
+            99.99,
+            0.15,
+            0.1,
+            0.2,
+            0.3,
+            1.005,
+            2.675,
+            0.001,
+            0.0015,
+            1e-3,
+            9999999.9999,
+            1e7 - 0.5,
+            1e7 + 0.5,
+            0.0001,
+            0.00095,
+            1234567.8125,
+        ];
+        for _ in 0..400_000 {
+            let k = 1 + next() % 6;
+            let digits = next() % 15;
+            let m = (next() % 10u64.pow(digits as u32 + 1)) as f64;
+            let v = m / 10f64.powi(k as i32);
+            values.push(if next() % 2 == 0 { v } else { -v });
+            // Arbitrary doubles too, and the neighbours of short decimals.
+            values.push(f64::from_bits(next()));
+            values.push(f64::from_bits(v.to_bits().wrapping_add(1)));
+            values.push(f64::from_bits(v.to_bits().wrapping_sub(1)));
+        }
+        for x in values.into_iter().filter(|x| x.is_finite()) {
+            let mut out = Vec::new();
+            write_f64(&mut out, x);
+            assert_eq!(
+                std::str::from_utf8(&out).unwrap(),
+                ryu::Buffer::new().format_finite(x),
+                "{x:?}"
+            );
+        }
+    }
+
     #[test]
     fn whole_doubles_print_as_ryu_prints_them() {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
