@@ -252,43 +252,46 @@ fn number_text(v: &Lit<'_>) -> String {
 
 /// Strict JSON number grammar: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
 pub(crate) fn is_json_number(s: &str) -> bool {
-    let b = s.as_bytes();
-    let mut i = 0;
-    if b.first() == Some(&b'-') {
-        i += 1;
-    }
-    let int_start = i;
-    while i < b.len() && b[i].is_ascii_digit() {
-        i += 1;
-    }
+    json_number_len(s.as_bytes()).is_some_and(|(len, _)| len == s.len())
+}
+
+/// The length of the JSON number at the start of `b` (the grammar of [`is_json_number`]) and
+/// whether it is integral (no fraction, no exponent); `None` if `b` does not start with one.
+pub(crate) fn json_number_len(b: &[u8]) -> Option<(usize, bool)> {
+    let digits = |mut i: usize| {
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        i
+    };
+    let int_start = usize::from(b.first() == Some(&b'-'));
+    let mut i = digits(int_start);
     let int_len = i - int_start;
     if int_len == 0 || (int_len > 1 && b[int_start] == b'0') {
-        return false;
+        return None;
     }
-    if i < b.len() && b[i] == b'.' {
+    let mut integral = true;
+    if b.get(i) == Some(&b'.') {
+        integral = false;
+        let end = digits(i + 1);
+        if end == i + 1 {
+            return None;
+        }
+        i = end;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        integral = false;
         i += 1;
-        let s = i;
-        while i < b.len() && b[i].is_ascii_digit() {
+        if matches!(b.get(i), Some(b'+' | b'-')) {
             i += 1;
         }
-        if i == s {
-            return false;
+        let end = digits(i);
+        if end == i {
+            return None;
         }
+        i = end;
     }
-    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
-        i += 1;
-        if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
-            i += 1;
-        }
-        let s = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i == s {
-            return false;
-        }
-    }
-    i == b.len()
+    Some((i, integral))
 }
 
 fn looks_like_integer(s: &str) -> bool {

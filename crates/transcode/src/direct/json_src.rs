@@ -205,45 +205,10 @@ impl<'a> JsonSrc<'a> {
     fn number(&mut self) -> R<Lit<'static>> {
         let start = self.pos;
         let b = self.input;
-        let mut i = start;
-        let neg = b[i] == b'-';
-        if neg {
-            i += 1;
-        }
-        let int_start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        let int_len = i - int_start;
-        if int_len == 0 || (int_len > 1 && b[int_start] == b'0') {
-            return Err(Bail);
-        }
-        let mut integral = true;
-        if i < b.len() && b[i] == b'.' {
-            integral = false;
-            i += 1;
-            let s = i;
-            while i < b.len() && b[i].is_ascii_digit() {
-                i += 1;
-            }
-            if i == s {
-                return Err(Bail);
-            }
-        }
-        if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
-            integral = false;
-            i += 1;
-            if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
-                i += 1;
-            }
-            let s = i;
-            while i < b.len() && b[i].is_ascii_digit() {
-                i += 1;
-            }
-            if i == s {
-                return Err(Bail);
-            }
-        }
+        let (len, integral) = crate::scalar::json_number_len(&b[start..]).ok_or(Bail)?;
+        let i = start + len;
+        let neg = b[start] == b'-';
+        let int_start = start + usize::from(neg);
         self.pos = i;
         let text = self.text.get(start..i).ok_or(Bail)?;
         if !integral {
@@ -256,6 +221,7 @@ impl<'a> JsonSrc<'a> {
             };
         }
         let mut mag: u64 = 0;
+        // Integral: digits from `int_start` to the end.
         for &d in &b[int_start..i] {
             match mag
                 .checked_mul(10)
