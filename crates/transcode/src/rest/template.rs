@@ -11,6 +11,9 @@
 
 use std::fmt;
 
+/// Segments a template may have (matching keeps their ranges on the stack).
+const MAX_SEGMENTS: usize = 64;
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Seg {
     Literal(String),
@@ -69,6 +72,9 @@ impl Template {
         if p.i != p.s.len() {
             return Err(format!("unexpected {:?} at {}", p.s[p.i] as char, p.i + 1));
         }
+        if p.segs.len() > MAX_SEGMENTS {
+            return Err(format!("more than {MAX_SEGMENTS} segments"));
+        }
         if let Some(i) = p.segs.iter().position(|s| *s == Seg::Rest)
             && i + 1 != p.segs.len()
         {
@@ -120,63 +126,47 @@ impl Template {
     }
 
     /// Matches a request path (as sent: percent-encoded, without the query). Returns the raw
-    /// (still encoded) text of each variable, in [`Self::variables`] order.
+    /// (still encoded) text of each variable, in [`Self::variables`] order. Allocates only
+    /// for a match.
     pub fn matches<'p>(&self, path: &'p str) -> Option<Vec<&'p str>> {
         let mut rest = path.strip_prefix('/')?;
         if let Some(verb) = &self.verb {
             rest = rest.strip_suffix(verb.as_str())?.strip_suffix(':')?;
         }
-        // Byte ranges (in `rest`) of the path's segments.
-        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(self.segs.len());
-        if !rest.is_empty() {
-            let mut start = 0;
-            for (i, b) in rest.bytes().enumerate() {
-                if b == b'/' {
-                    spans.push((start, i));
-                    start = i + 1;
+        // The byte range of `rest` each template segment covers.
+        let mut covered = [(0usize, 0usize); MAX_SEGMENTS];
+        let mut next = (!rest.is_empty()).then_some(0usize);
+        for (k, seg) in self.segs.iter().enumerate() {
+            covered[k] = match seg {
+                Seg::Rest => {
+                    let from = next.take().unwrap_or(rest.len());
+                    (from, rest.len())
                 }
-            }
-            spans.push((start, rest.len()));
-        }
-        let mut j = 0;
-        let mut seg_end = Vec::with_capacity(self.segs.len());
-        for seg in &self.segs {
-            match seg {
-                Seg::Literal(l) => {
-                    let (a, b) = *spans.get(j)?;
-                    if !literal_eq(&rest[a..b], l) {
+                Seg::Literal(_) | Seg::One => {
+                    let from = next?;
+                    let end = rest[from..].find('/').map_or(rest.len(), |i| from + i);
+                    let text = &rest[from..end];
+                    let ok = match seg {
+                        Seg::Literal(l) => literal_eq(text, l),
+                        _ => !text.is_empty(),
+                    };
+                    if !ok {
                         return None;
                     }
-                    j += 1;
+                    next = (end < rest.len()).then_some(end + 1);
+                    (from, end)
                 }
-                Seg::One => {
-                    let (a, b) = *spans.get(j)?;
-                    if a == b {
-                        return None;
-                    }
-                    j += 1;
-                }
-                Seg::Rest => j = spans.len(),
-            }
-            seg_end.push(j);
+            };
         }
-        if j != spans.len() {
+        if next.is_some() {
             return None;
         }
-        let first_span = |k: usize| if k == 0 { 0 } else { seg_end[k - 1] };
-        let values = self
-            .vars
-            .iter()
-            .map(|v| {
-                let (from, to) = (first_span(v.start), seg_end[v.end - 1]);
-                if from == to {
-                    return "";
-                }
-                let (a, b) = (spans[from].0, spans[to - 1].1);
-                &rest[a..b]
-            })
-            .collect();
-        Some(values)
+        Some(
+            self.vars
+                .iter()
+                .map(|v| &rest[covered[v.start].0..covered[v.end - 1].1])
+                .collect(),
+        )
     }
 }
 
@@ -377,6 +367,8 @@ mod tests {
         ] {
             assert!(Template::parse(bad).is_err(), "{bad}");
         }
+        assert!(Template::parse(&"/a".repeat(MAX_SEGMENTS + 1)).is_err());
+        assert!(Template::parse(&"/a".repeat(MAX_SEGMENTS)).is_ok());
     }
 
     #[test]
