@@ -7,7 +7,7 @@ use super::template::percent_decode;
 use super::{BodyTarget, Route, UnknownQuery, leaf_kind, resolve_path};
 use crate::encode::Encoder;
 use crate::tree::{In, Out};
-use crate::wire::{self, Reader, put_len_prefixed};
+use crate::wire::{self, Reader, put_len_prefixed, put_tag, put_varint};
 use crate::{Error, Findings, Format, Options, Schema};
 
 /// The body of an HTTP request, as the route will read it.
@@ -112,20 +112,36 @@ impl Route {
                 Ok(Findings::default())
             }
             (BodyTarget::Field(f), RequestBody::Raw { content_type, data }) => {
-                let mut inner = Vec::with_capacity(data.len() + content_type.len() + 8);
-                put_http_body(&mut inner, content_type, data);
-                put_len_prefixed(out, f.number(), &inner);
+                put_tag(out, f.number(), wire::LEN);
+                put_varint(out, http_body_len(content_type, data) as u64);
+                put_http_body(out, content_type, data);
                 Ok(Findings::default())
             }
             (BodyTarget::All, RequestBody::Formatted(format, bytes)) => {
                 schema.to_protobuf(input, format, bytes, out, opts)
             }
             (BodyTarget::Field(f), RequestBody::Formatted(format, bytes)) => match f.kind() {
+                // Protobuf travels as it came; a converted body is written in place, its
+                // length patched in after (no second buffer).
+                Kind::Message(_) if !f.is_list() && format == Format::Protobuf => {
+                    put_len_prefixed(out, f.number(), bytes);
+                    Ok(Findings::default())
+                }
                 Kind::Message(m) if !f.is_list() => {
-                    let mut inner = Vec::with_capacity(bytes.len());
-                    let findings = schema.to_protobuf(&m, format, bytes, &mut inner, opts)?;
-                    put_len_prefixed(out, f.number(), &inner);
-                    Ok(findings)
+                    let start = out.len();
+                    put_tag(out, f.number(), wire::LEN);
+                    let len_at = out.len();
+                    out.push(0);
+                    match schema.to_protobuf(&m, format, bytes, out, opts) {
+                        Ok(findings) => {
+                            wire::patch_len(out, len_at);
+                            Ok(findings)
+                        }
+                        Err(e) => {
+                            out.truncate(start);
+                            Err(e)
+                        }
+                    }
                 }
                 _ => {
                     // A repeated, map or scalar field: the body is that field's value.
@@ -352,6 +368,18 @@ impl Route {
         }
         Ok((content_type, data.to_vec()))
     }
+}
+
+/// The encoded length of [`put_http_body`]'s output.
+fn http_body_len(content_type: &str, data: &[u8]) -> usize {
+    let field = |len: usize| {
+        if len == 0 {
+            0
+        } else {
+            1 + wire::varint_len(len as u64) + len
+        }
+    };
+    field(content_type.len()) + field(data.len())
 }
 
 /// google.api.HttpBody { content_type = 1; data = 2 }.
