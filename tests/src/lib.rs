@@ -281,14 +281,17 @@ pub fn start_backend_on(listener: TcpListener) -> Running {
 pub fn v1_schema() -> transcode::Schema {
     static SCHEMA: OnceLock<transcode::Schema> = OnceLock::new();
     SCHEMA
-        .get_or_init(|| {
-            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto/test/svc/v1");
-            transcode::Schema::compile(&["testsvc.proto".to_owned()], move |name| {
-                std::fs::read_to_string(format!("{dir}/{name}")).ok()
-            })
-            .expect("v1 schema compiles")
-        })
+        .get_or_init(|| compile_proto("test/svc/v1", "testsvc.proto"))
         .clone()
+}
+
+/// Compiles `file` from `proto/<dir>` (imports resolved there and from the bundled copies).
+pub fn compile_proto(dir: &str, file: &str) -> transcode::Schema {
+    let dir = format!("{}/../proto/{dir}", env!("CARGO_MANIFEST_DIR"));
+    transcode::Schema::compile(&[file.to_owned()], move |name| {
+        std::fs::read_to_string(format!("{dir}/{name}")).ok()
+    })
+    .unwrap_or_else(|e| panic!("{file} compiles: {e}"))
 }
 
 /// Starts the real gateway in-process on 127.0.0.1:0 in front of `upstream`, with the v1

@@ -333,12 +333,6 @@ pub async fn start() -> (crate::Running, Arc<Stats>) {
 pub fn schema() -> transcode::Schema {
     static SCHEMA: std::sync::OnceLock<transcode::Schema> = std::sync::OnceLock::new();
     SCHEMA
-        .get_or_init(|| {
-            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto/test/rest/v1");
-            transcode::Schema::compile(&["library.proto".to_owned()], move |name| {
-                std::fs::read_to_string(format!("{dir}/{name}")).ok()
-            })
-            .expect("library.proto compiles")
-        })
+        .get_or_init(|| crate::compile_proto("test/rest/v1", "library.proto"))
         .clone()
 }
