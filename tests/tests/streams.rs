@@ -609,3 +609,24 @@ async fn stream_downgrades_count_per_message() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn strict_accept_negotiates_the_stream_framing() {
+    let config = edge::EdgeConfig {
+        strict_accept: true,
+        ..edge::EdgeConfig::default()
+    };
+    let s = setup(config).await;
+    let c = client(false);
+    let uri = format!("http://{}/v1/shelves/1/books:watch?count=2", s.gw.addr);
+    for (accept, want) in [
+        ("text/event-stream", "text/event-stream"),
+        ("application/x-ndjson", "application/x-ndjson"),
+    ] {
+        let w = request(&c, "GET", uri.clone(), &[("accept", accept)], full("")).await;
+        assert_eq!(w.status, 200, "{accept}");
+        assert_eq!(content_type(&w), want);
+    }
+    let w = request(&c, "GET", uri, &[("accept", "text/html")], full("")).await;
+    assert_eq!(w.status, 406);
+}

@@ -118,19 +118,28 @@ const NDJSON: &[&str] = &["application/x-ndjson", "application/jsonl"];
 const SSE: &[&str] = &["text/event-stream"];
 
 /// The framing of a response stream from Accept; `default` is what a missing Accept (or a
-/// tie) picks. Ties otherwise: protobuf > msgpack > NDJSON > JSON array > SSE.
+/// tie) picks. Ties otherwise: protobuf > msgpack > NDJSON > JSON array > SSE. `protobuf`
+/// false: the messages have no protobuf form, so delimited protobuf is not offered.
 pub fn response_framing(
     default: Framing,
     accept: Option<&HeaderValue>,
     strict: bool,
+    protobuf: bool,
 ) -> Result<(Framing, bool), EdgeError> {
-    let offers: &[(Framing, &[&str])] = &[
+    const ALL: &[(Framing, &[&str])] = &[
         (Framing::Delimited, PROTOBUF),
         (Framing::Msgpack, MSGPACK),
         (Framing::Ndjson, NDJSON),
         (Framing::JsonArray, JSON),
         (Framing::Sse, SSE),
     ];
+    let (offers, default) = if protobuf {
+        (ALL, default)
+    } else if default == Framing::Delimited {
+        (&ALL[1..], Framing::JsonArray)
+    } else {
+        (&ALL[1..], default)
+    };
     choose(offers, default, Framing::JsonArray, accept, strict)
 }
 
@@ -403,7 +412,7 @@ mod tests {
     fn stream_framings() {
         let framing = |default, accept: Option<&str>| {
             let accept = accept.map(|a| HeaderValue::from_str(a).unwrap());
-            response_framing(default, accept.as_ref(), false).unwrap()
+            response_framing(default, accept.as_ref(), false, true).unwrap()
         };
         use Framing::*;
         assert_eq!(framing(JsonArray, None), (JsonArray, false));
@@ -445,6 +454,17 @@ mod tests {
         );
         assert!(request_framing(hv("text/plain").as_ref()).is_err());
         assert!(request_framing(None).is_err());
+        // Messages without a protobuf form: delimited protobuf is not offered.
+        let pb = HeaderValue::from_static("application/x-protobuf");
+        assert_eq!(
+            response_framing(Delimited, None, false, false).unwrap(),
+            (JsonArray, false)
+        );
+        assert_eq!(
+            response_framing(JsonArray, Some(&pb), false, false).unwrap(),
+            (JsonArray, true)
+        );
+        assert!(response_framing(JsonArray, Some(&pb), true, false).is_err());
         // A response without a protobuf form: protobuf is not offered.
         let accept = HeaderValue::from_static("application/x-protobuf");
         assert_eq!(

@@ -96,11 +96,6 @@ impl Edge {
         &self.schema
     }
 
-    /// The HTTP rules' routes (annotations and configured rules).
-    pub fn routes(&self) -> &Routes {
-        &self.routes
-    }
-
     pub fn upstreams(&self) -> &Upstreams {
         &self.upstreams
     }
@@ -222,40 +217,55 @@ impl Edge {
         }
     }
 
-    /// The request's format and the unary response's, from Content-Type and Accept. Under an
-    /// HTTP rule a request without a (supported) Content-Type is taken as JSON: a GET has no
-    /// body, and a body is refused (415) when it is read.
+    /// The request's format and the unary response's, from Content-Type and Accept.
     fn negotiate_unary(
         &self,
         head: &http::request::Parts,
         target: Target<'_, '_>,
     ) -> Result<Negotiated, EdgeError> {
-        let content_type = head.headers.get(header::CONTENT_TYPE);
-        let accept = head.headers.get(header::ACCEPT);
-        let strict = self.config.strict_accept;
-        let Some((route, _)) = target.route else {
-            return negotiate::negotiate(content_type, accept, strict);
-        };
-        // A Content-Type matters only with a body: it is checked when the body is read.
-        let request = if route.raw_request() {
-            Format::Json
-        } else {
-            negotiate::request_format(content_type).unwrap_or(Format::Json)
-        };
-        if route.raw_response() {
-            return Ok(Negotiated {
-                request,
-                response: Format::Protobuf,
-                fallback: false,
-            });
-        }
-        let (response, fallback) =
-            negotiate::response_format(request, accept, strict, route.protobuf_response())?;
+        let request = self.request_format(head, target)?;
+        let (response, fallback) = self.response_format(head, target, request)?;
         Ok(Negotiated {
             request,
             response,
             fallback,
         })
+    }
+
+    /// The request's format from Content-Type. Under an HTTP rule a request without a
+    /// (supported) Content-Type is taken as JSON: a GET has no body, and a body is refused
+    /// (415) when it is read.
+    fn request_format(
+        &self,
+        head: &http::request::Parts,
+        target: Target<'_, '_>,
+    ) -> Result<Format, EdgeError> {
+        let content_type = head.headers.get(header::CONTENT_TYPE);
+        match target.route {
+            None => negotiate::request_format(content_type),
+            Some((route, _)) if route.raw_request() => Ok(Format::Json),
+            Some(_) => Ok(negotiate::request_format(content_type).unwrap_or(Format::Json)),
+        }
+    }
+
+    /// The format of a single answer from Accept (a google.api.HttpBody answer is raw: no
+    /// negotiation, reported as protobuf).
+    fn response_format(
+        &self,
+        head: &http::request::Parts,
+        target: Target<'_, '_>,
+        request: Format,
+    ) -> Result<(Format, bool), EdgeError> {
+        let route = target.route.map(|(r, _)| r);
+        if route.is_some_and(Route::raw_response) {
+            return Ok((Format::Protobuf, false));
+        }
+        negotiate::response_format(
+            request,
+            head.headers.get(header::ACCEPT),
+            self.config.strict_accept,
+            route.is_none_or(Route::protobuf_response),
+        )
     }
 
     /// The deadline of the upstream call: the client's (`grpc-timeout`, `X-Timeout`) capped by
@@ -529,12 +539,8 @@ impl Edge {
         }
         let format = match ctx.formats {
             Some(f) => f.response,
-            None => negotiate::negotiate(
-                Some(&HeaderValue::from_static("application/json")),
-                ctx.accept.as_ref(),
-                false,
-            )
-            .map_or(Format::Json, |n| n.response),
+            None => negotiate::response_format(Format::Json, ctx.accept.as_ref(), false, true)
+                .map_or(Format::Json, |(f, _)| f),
         };
         let (body, findings) = self.status_rendering(err, format);
         if let (Some(findings), Some(method)) = (findings, ctx.method) {

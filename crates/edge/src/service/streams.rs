@@ -86,18 +86,15 @@ impl Edge {
         default: Framing,
     ) -> Result<(Framing, bool), EdgeError> {
         let route = target.route.map(|(r, _)| r);
-        if route.is_some_and(|r| r.raw_response()) {
+        if route.is_some_and(Route::raw_response) {
             return Ok((default, false));
         }
-        let (framing, fallback) = negotiate::response_framing(
+        negotiate::response_framing(
             default,
             head.headers.get(header::ACCEPT),
             self.config.strict_accept,
-        )?;
-        if framing == Framing::Delimited && route.is_some_and(|r| !r.protobuf_response()) {
-            return Ok((Framing::JsonArray, true));
-        }
-        Ok((framing, fallback))
+            route.is_none_or(Route::protobuf_response),
+        )
     }
 
     /// A server-streaming method: one request message, built as a unary request's.
@@ -113,11 +110,13 @@ impl Edge {
         B::Error: std::fmt::Display,
     {
         let method = target.method;
-        let mut formats = self.negotiate_unary(head, target)?;
-        let (framing, fallback) =
-            self.negotiate_framing(head, target, default_framing(formats.request))?;
-        formats.response = framing.format();
-        formats.fallback = fallback;
+        let request = self.request_format(head, target)?;
+        let (framing, fallback) = self.negotiate_framing(head, target, default_framing(request))?;
+        let formats = Negotiated {
+            request,
+            response: framing.format(),
+            fallback,
+        };
         ctx.formats = Some(formats);
         // A stream lasts as long as it lasts: only the client's own deadline applies.
         let timeout = client_timeout(&head.headers)?;
@@ -187,19 +186,8 @@ impl Edge {
             formats.response = framing.format();
             formats.fallback = fallback;
             Some(framing)
-        } else if target.route.is_some_and(|(r, _)| r.raw_response()) {
-            formats.response = Format::Protobuf;
-            None
         } else {
-            let protobuf = target.route.is_none_or(|(r, _)| r.protobuf_response());
-            let (response, fallback) = negotiate::response_format(
-                request,
-                head.headers.get(header::ACCEPT),
-                self.config.strict_accept,
-                protobuf,
-            )?;
-            formats.response = response;
-            formats.fallback = fallback;
+            (formats.response, formats.fallback) = self.response_format(head, target, request)?;
             None
         };
         ctx.formats = Some(formats);
