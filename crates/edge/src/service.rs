@@ -447,9 +447,9 @@ impl Edge {
             return Ok(raw_response(&content_type, Bytes::from(data)));
         }
         let to = formats.response;
-        let body = match (to, route) {
-            (Format::Protobuf, None) => answer.clone(),
-            (_, route) => {
+        let body = match route {
+            _ if passes_through(to, route) => answer.clone(),
+            route => {
                 let mut out = Vec::with_capacity(answer.len() * 2);
                 let rendered = match route {
                     Some(route) => {
@@ -711,6 +711,11 @@ fn upstream_error(status: &tonic::Status) -> EdgeError {
         details,
         metadata: metadata_headers(status.metadata().clone().into_headers()),
     }))
+}
+
+/// A protobuf answer goes back as it came, unless `response_body` picks a part of it.
+fn passes_through(to: Format, route: Option<&Route>) -> bool {
+    to == Format::Protobuf && route.is_none_or(|r| r.response_body.is_none())
 }
 
 /// A transcoding error as the client's: a request that does not map onto the method under its

@@ -484,12 +484,7 @@ impl StreamState {
             return Ok(());
         }
         let to = self.framing.format();
-        if to == Format::Protobuf
-            && self
-                .route
-                .as_ref()
-                .is_none_or(|r| r.response_body.is_none())
-        {
+        if passes_through(to, self.route.as_ref()) {
             self.framing.record(self.count, message, out);
             self.count += 1;
             return Ok(());
