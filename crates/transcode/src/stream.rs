@@ -89,8 +89,8 @@ impl Framing {
         }
     }
 
-    /// Bytes that close a stream of `count` messages.
-    pub fn end(self, _count: usize, out: &mut Vec<u8>) {
+    /// Bytes that close a stream.
+    pub fn end(self, out: &mut Vec<u8>) {
         if self == Framing::JsonArray {
             out.push(b']');
         }
@@ -178,7 +178,6 @@ struct JsonScan {
     depth: u32,
     in_string: bool,
     escape: bool,
-    started: bool,
 }
 
 impl Splitter {
@@ -241,10 +240,15 @@ impl Splitter {
         if self.framing == InFraming::JsonArray && self.opened && !self.closed {
             return Err(self.err("the JSON array is not closed with ']'"));
         }
-        if self.rest().iter().all(u8::is_ascii_whitespace)
-            || (matches!(self.framing, InFraming::Msgpack | InFraming::Delimited)
-                && self.rest().is_empty())
-        {
+        // Whitespace between JSON values is nothing; in the binary framings every byte counts
+        // (0x0a is a length prefix, not a newline).
+        let blank = match self.framing {
+            InFraming::Ndjson | InFraming::JsonArray => {
+                self.rest().iter().all(u8::is_ascii_whitespace)
+            }
+            InFraming::Msgpack | InFraming::Delimited => self.rest().is_empty(),
+        };
+        if blank {
             Ok(())
         } else {
             Err(self.err("the body ends inside a message"))
@@ -324,14 +328,8 @@ impl Splitter {
                 }
             } else {
                 match b {
-                    b'"' => {
-                        s.in_string = true;
-                        s.started = true;
-                    }
-                    b'{' | b'[' => {
-                        s.depth += 1;
-                        s.started = true;
-                    }
+                    b'"' => s.in_string = true,
+                    b'{' | b'[' => s.depth += 1,
                     b'}' | b']' if s.depth > 0 => s.depth -= 1,
                     b',' | b']' if s.depth == 0 => {
                         let element = trim(&self.buf[self.start..i]).to_vec();
@@ -351,7 +349,6 @@ impl Splitter {
                         }
                         return Ok(Some(element));
                     }
-                    c if !c.is_ascii_whitespace() => s.started = true,
                     _ => {}
                 }
             }
@@ -592,6 +589,7 @@ mod tests {
             (InFraming::Msgpack, b"\x81\xa1a", "ends inside"),
             (InFraming::Msgpack, b"\xc1", "reserved"),
             (InFraming::Delimited, b"\x05\x01", "ends inside"),
+            (InFraming::Delimited, b"\x02\x08\x01\x0a", "ends inside"),
             (InFraming::Delimited, b"\x41", "limit"),
             (
                 InFraming::Delimited,
@@ -619,7 +617,7 @@ mod tests {
         assert_eq!(out, b"data: {}\n\nevent: error\ndata: {\"code\":9}\n\n");
         let mut out = Vec::new();
         Framing::Delimited.record(0, b"\x08\x01", &mut out);
-        Framing::Delimited.end(1, &mut out);
+        Framing::Delimited.end(&mut out);
         assert_eq!(out, b"\x02\x08\x01");
     }
 }

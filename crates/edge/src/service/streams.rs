@@ -442,7 +442,7 @@ impl StreamState {
             }
             Ok(None) => {
                 if !self.raw {
-                    self.framing.end(self.count, out);
+                    self.framing.end(out);
                 }
                 self.done = true;
                 let mut trailers = HeaderMap::new();
