@@ -207,6 +207,11 @@ fn bad_query_parameters_are_named() {
         ("/v1/echo/x?ids=1.5", "query parameter ids"),
         ("/v1/echo/x?cursor=%zz", "bad percent-encoding"),
         ("/v1/echo/x?big=-1", "query parameter big"),
+        // A wrapper's JSON form is its value: it has no fields to name.
+        (
+            "/v1/echo/x?minPages.value=5",
+            "min_pages is not a message field with fields of its own",
+        ),
     ] {
         let e = get(uri).unwrap_err();
         assert!(e.contains(want), "{uri}: {e}");

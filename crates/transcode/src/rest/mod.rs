@@ -324,7 +324,8 @@ pub(crate) fn resolve_path<'a>(
                 Kind::Message(m)
                     if !prev.is_list()
                         && !prev.is_map()
-                        && !crate::encode::has_special_json(m.full_name()) =>
+                        && !crate::encode::has_special_json(m.full_name())
+                        && !crate::encode::is_wrapper(&m) =>
                 {
                     m
                 }
@@ -336,20 +337,25 @@ pub(crate) fn resolve_path<'a>(
                 }
             };
         }
-        let field = msg
-            .get_field_by_name(part)
-            .or_else(|| {
-                json_names
-                    .then(|| msg.fields().find(|f| f.json_name() == part))
-                    .flatten()
-            })
-            .ok_or_else(|| format!("{} has no field {part}", msg.full_name()))?;
+        let field = if json_names {
+            field_by_key(&msg, part)
+        } else {
+            msg.get_field_by_name(part)
+        };
+        let field = field.ok_or_else(|| format!("{} has no field {part}", msg.full_name()))?;
         path.push(field);
     }
     if path.is_empty() {
         return Err("empty field path".into());
     }
     Ok(path)
+}
+
+/// The field a JSON key names: its json_name first, then its proto name — the order the
+/// encoders resolve keys in, so a key resolved here sets the same field there.
+pub(crate) fn field_by_key(desc: &MessageDescriptor, key: &str) -> Option<FieldDescriptor> {
+    desc.get_field_by_json_name(key)
+        .or_else(|| desc.get_field_by_name(key))
 }
 
 /// The kind a string from a URL sets: scalars, enums, and the well-known types with a string

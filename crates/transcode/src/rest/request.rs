@@ -4,7 +4,7 @@
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 
 use super::template::percent_decode;
-use super::{BodyTarget, Route, UnknownQuery, leaf_kind, resolve_path};
+use super::{BodyTarget, Route, UnknownQuery, field_by_key, leaf_kind, resolve_path};
 use crate::encode::Encoder;
 use crate::tree::{In, Out};
 use crate::wire::{self, Reader, put_len_prefixed, put_tag, put_varint};
@@ -158,7 +158,7 @@ impl Route {
                             )));
                         }
                     };
-                    let tree = In::Map(vec![(In::Str(f.name().to_owned()), value)]);
+                    let tree = In::Map(vec![(In::Str(f.json_name().to_owned()), value)]);
                     let mut findings = Findings::default();
                     Encoder::new(opts, &mut findings).message(input, &tree, out)?;
                     Ok(findings)
@@ -216,8 +216,11 @@ impl Route {
         }
         let path = resolve_path(input, key.split('.'), true)
             .map_err(|e| format!("unknown parameter ({e})"))?;
-        let numbers = |p: &[FieldDescriptor]| p.iter().map(|f| f.number()).collect::<Vec<_>>();
-        if self.vars.iter().any(|v| numbers(v) == numbers(&path)) {
+        if self.vars.iter().any(|v| {
+            v.iter()
+                .map(FieldDescriptor::number)
+                .eq(path.iter().map(FieldDescriptor::number))
+        }) {
             return Err("the field is bound by the path".into());
         }
         let leaf = path.last().expect("non-empty");
@@ -402,7 +405,7 @@ fn encode_at(
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
     let tree = path.iter().rev().fold(value, |inner, f| {
-        In::Map(vec![(In::Str(f.name().to_owned()), inner)])
+        In::Map(vec![(In::Str(f.json_name().to_owned()), inner)])
     });
     Encoder::new(opts, findings).message(root, &tree, out)
 }
@@ -492,10 +495,7 @@ fn mask_paths(
     };
     for (k, v) in entries {
         let In::Str(k) = k else { continue };
-        let Some(f) = desc
-            .get_field_by_name(k)
-            .or_else(|| desc.fields().find(|f| f.json_name() == k))
-        else {
+        let Some(f) = field_by_key(desc, k) else {
             continue;
         };
         if prefix.is_empty() && Some(f.number()) == exclude {
