@@ -480,6 +480,17 @@ fn configured_rules_replace_annotations_and_conflicts_are_named() {
             rule("library.v1.Library.CreateBook", "GET", "/x/{book}"),
             "a URL can set only its fields",
         ),
+        (
+            HttpRule {
+                body: "*".into(),
+                ..rule("library.v1.Library.ImportBooks", "POST", "/x/{name}")
+            },
+            "streams its requests",
+        ),
+        (
+            rule("library.v1.Library.Chat", "POST", "/x"),
+            "streams its requests",
+        ),
     ] {
         let e = Routes::new(&schema, &[r]).unwrap_err().to_string();
         assert!(e.contains(want), "{e}");

@@ -162,11 +162,12 @@ impl Edge {
                 method.full_name, head.version
             )));
         }
-        if let Some((route, values)) = target.route
-            && (!values.is_empty() || head.uri.query().is_some_and(|q| !q.is_empty()))
+        // Rules for request streams bind no path variables (checked when the routes load).
+        if let Some((route, _)) = target.route
+            && head.uri.query().is_some_and(|q| !q.is_empty())
         {
             return Err(EdgeError::BadRequest(format!(
-                "{} {} streams its requests: every field comes from the body's messages, not from the path or the query",
+                "{} {} streams its requests: every field comes from the body's messages, not from the query",
                 route.rule.method, route.rule.path
             )));
         }

@@ -222,6 +222,18 @@ impl Route {
                     fail(format!("body: {} has no field {name}", input.full_name()))
                 })?),
             };
+        // A request stream's messages come whole from the body: nothing to bind.
+        if matches!(
+            method.streaming,
+            crate::StreamingKind::ClientStreaming | crate::StreamingKind::Bidirectional
+        ) && (!matches!(body, BodyTarget::All)
+            || !template.variables().is_empty()
+            || input.full_name() == HTTP_BODY)
+        {
+            return Err(fail(
+                "the method streams its requests: its rule takes body \"*\", no path variables, and no google.api.HttpBody".into(),
+            ));
+        }
         let response_body = match rule.response_body.as_str() {
             "" => None,
             name => Some(method.output.get_field_by_name(name).ok_or_else(|| {
