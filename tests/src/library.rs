@@ -42,6 +42,8 @@ pub struct Stats {
     pub imports_completed: AtomicUsize,
     /// ImportBooks calls whose request stream broke (cancelled, reset).
     pub imports_broken: AtomicUsize,
+    /// Chat calls whose handler is over (finished, failed or reset).
+    pub chats_ended: AtomicUsize,
 }
 
 #[derive(Clone, Default)]
@@ -257,7 +259,15 @@ impl LibraryService for Library {
 
     async fn chat(&self, r: Request<Streaming<Book>>) -> Result<Response<BookStream>, Status> {
         let input = r.into_inner();
-        let output = input.map(|m| match m {
+        // Counts the call as ended when tonic drops its response stream, however it ends.
+        struct Ended(Arc<Stats>);
+        impl Drop for Ended {
+            fn drop(&mut self) {
+                self.0.chats_ended.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let ended = Ended(self.stats.clone());
+        let output = input.map(move |m| match (&ended, m).1 {
             Ok(b) if b.title == "fail" => Err(Status::aborted("chat failed on request")),
             Ok(b) => Ok(Book {
                 title: b.title.to_uppercase(),

@@ -630,3 +630,43 @@ async fn strict_accept_negotiates_the_stream_framing() {
     let w = request(&c, "GET", uri, &[("accept", "text/html")], full("")).await;
     assert_eq!(w.status, 406);
 }
+
+#[tokio::test]
+async fn a_client_that_leaves_a_bidirectional_stream_resets_the_upstream_call() {
+    let s = setup(edge::EdgeConfig::default()).await;
+    let c = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<StreamBody<RecvStream<std::io::Error>>>();
+    let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
+    let req = Request::post(format!("http://{}/v1/books:chat", s.gw.addr))
+        .header("content-type", "application/x-ndjson")
+        .body(StreamBody::new(
+            Box::pin(tokio_stream_from(rx)) as RecvStream<_>
+        ))
+        .unwrap();
+    tx.send(Ok(Frame::data(Bytes::from_static(b"{\"title\":\"hi\"}\n"))))
+        .await
+        .unwrap();
+    let response = c.request(req).await.unwrap();
+    let mut body = response.into_body();
+    body.frame().await.unwrap().unwrap();
+    // The client's request side breaks off mid-conversation (its stream is reset).
+    tx.send(Err(std::io::Error::other("client gone")))
+        .await
+        .unwrap();
+    let mut broken = false;
+    for _ in 0..100 {
+        if s.stats.chats_ended.load(Ordering::SeqCst) > 0 {
+            broken = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        broken,
+        "the upstream still waits for the rest of the request stream"
+    );
+}
+
+type RecvStream<E> =
+    std::pin::Pin<Box<dyn futures_core::Stream<Item = Result<Frame<Bytes>, E>> + Send>>;

@@ -49,6 +49,41 @@ impl Decoder for BytesCodec {
     }
 }
 
+/// The codec of request streams: [`BytesCodec`]'s messages, where `None` aborts the call (the
+/// encoder fails, so the HTTP/2 stream is reset rather than ended).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StreamCodec;
+
+impl Codec for StreamCodec {
+    type Encode = Option<Bytes>;
+    type Decode = Bytes;
+    type Encoder = StreamCodec;
+    type Decoder = BytesCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        StreamCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        BytesCodec
+    }
+}
+
+impl Encoder for StreamCodec {
+    type Item = Option<Bytes>;
+    type Error = Status;
+
+    fn encode(&mut self, item: Option<Bytes>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        match item {
+            Some(bytes) => {
+                dst.put(bytes);
+                Ok(())
+            }
+            None => Err(Status::cancelled("the client's request stream broke off")),
+        }
+    }
+}
+
 /// The upstream channels: per-service ones from the config, and a default.
 #[derive(Clone, Debug)]
 pub struct Upstreams {
@@ -159,12 +194,12 @@ impl Upstreams {
         timeout: Option<Duration>,
     ) -> Result<(MetadataMap, tonic::Streaming<Bytes>), Status>
     where
-        S: futures_core::Stream<Item = Bytes> + Send + 'static,
+        S: futures_core::Stream<Item = Option<Bytes>> + Send + 'static,
     {
         let path = method_path(path)?;
         let mut grpc = self.client(service).await?;
         let response = grpc
-            .streaming(request(requests, metadata, timeout), path, BytesCodec)
+            .streaming(request(requests, metadata, timeout), path, StreamCodec)
             .await?;
         let (metadata, stream, _) = response.into_parts();
         Ok((metadata, stream))
@@ -180,12 +215,12 @@ impl Upstreams {
         timeout: Option<Duration>,
     ) -> Result<Answer, Status>
     where
-        S: futures_core::Stream<Item = Bytes> + Send + 'static,
+        S: futures_core::Stream<Item = Option<Bytes>> + Send + 'static,
     {
         let path = method_path(path)?;
         let mut grpc = self.client(service).await?;
         let response = grpc
-            .client_streaming(request(requests, metadata, timeout), path, BytesCodec)
+            .client_streaming(request(requests, metadata, timeout), path, StreamCodec)
             .await?;
         let (metadata, body, _) = response.into_parts();
         Ok(Answer { body, metadata })

@@ -28,28 +28,33 @@ enum Item {
     End,
 }
 
-/// The request stream handed to the upstream call. It ends only after an explicit [`Item::End`]:
-/// if the body fails half-way, the stream never ends cleanly (the upstream must not take a
-/// truncated stream for a complete one); the call is cancelled by whoever holds it.
+/// The request stream handed to the upstream call. It ends cleanly only after an explicit
+/// [`Item::End`]: if the body fails half-way (or the pump is gone), it yields the abort item,
+/// which [`crate::upstream::StreamCodec`] refuses, so the call is reset — the upstream must
+/// not take a truncated stream for a complete one, nor wait for the rest of it.
 struct RequestStream {
     rx: mpsc::Receiver<Item>,
     ended: bool,
 }
 
 impl Stream for RequestStream {
-    type Item = Bytes;
+    type Item = Option<Bytes>;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Option<Bytes>>> {
         if self.ended {
             return Poll::Ready(None);
         }
         match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(Item::Message(b))) => Poll::Ready(Some(b)),
+            Poll::Ready(Some(Item::Message(b))) => Poll::Ready(Some(Some(b))),
             Poll::Ready(Some(Item::End)) => {
                 self.ended = true;
                 Poll::Ready(None)
             }
-            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+            Poll::Ready(None) => {
+                self.ended = true;
+                Poll::Ready(Some(None))
+            }
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -126,7 +131,7 @@ impl Edge {
         let call = self.upstreams.streaming(
             &method.service,
             &method.path,
-            futures_util::stream::iter([message]),
+            futures_util::stream::iter([Some(message)]),
             upstream_metadata(&head.headers),
             timeout,
         );
@@ -192,11 +197,31 @@ impl Edge {
             None
         };
         ctx.formats = Some(formats);
-        let timeout = client_timeout(&head.headers)?;
+        // A client stream gets one answer: the unary deadline applies. A bidirectional one
+        // lasts as long as both sides talk: only the client's own deadline, and no limit on
+        // the pauses between its messages.
+        let (timeout, idle_limit) = if bidi {
+            (client_timeout(&head.headers)?, None)
+        } else {
+            (
+                Some(self.deadline(head)?),
+                Some(self.config.body_read_timeout),
+            )
+        };
         let metadata = upstream_metadata(&head.headers);
         let (tx, rx) = mpsc::channel(IN_FLIGHT);
         let requests = RequestStream { rx, ended: false };
-        let pump = pump(self.clone(), method.input.clone(), in_framing, body, tx);
+        // A bidirectional stream's request side ends when its response stream is dropped.
+        let (alive, client_gone) = oneshot::channel::<()>();
+        let pump = pump(
+            self.clone(),
+            method.input.clone(),
+            in_framing,
+            body,
+            tx,
+            idle_limit,
+            bidi.then_some(client_gone),
+        );
         let started = Instant::now();
 
         let Some(framing) = framing else {
@@ -255,8 +280,11 @@ impl Edge {
         let (metadata, upstream) =
             opened.map_err(|s| self.upstream_failure(method, &s, started, timeout, None))?;
         self.observe_upstream(method, started);
-        let failed = watching.then_some(failed);
-        self.stream_response(ctx, target, framing, metadata, None, upstream, failed)
+        let request_side = watching.then_some(RequestSide {
+            failed,
+            _alive: alive,
+        });
+        self.stream_response(ctx, target, framing, metadata, None, upstream, request_side)
     }
 
     /// The streaming response: headers now, then one frame per upstream message, then the
@@ -270,7 +298,7 @@ impl Edge {
         metadata: MetadataMap,
         first: Option<Bytes>,
         upstream: tonic::Streaming<Bytes>,
-        failed: Option<oneshot::Receiver<EdgeError>>,
+        request_side: Option<RequestSide>,
     ) -> Result<Response<ResponseBody>, EdgeError> {
         let route = target.route.map(|(r, _)| r.clone());
         let raw = route.as_ref().is_some_and(Route::raw_response);
@@ -294,7 +322,7 @@ impl Edge {
             raw,
             first,
             upstream,
-            failed,
+            request_side,
             count: 0,
             begun: false,
             done: false,
@@ -324,13 +352,15 @@ impl Edge {
 
 /// Reads the request body as it arrives, splits it into messages, converts each to protobuf
 /// and hands it to the upstream call. The body is held to `max_stream_bytes` overall and each
-/// message to `max_body_bytes`.
+/// message to `max_body_bytes`; a pause longer than `idle_limit` (when given) is a 408.
 async fn pump<B>(
     edge: Arc<Edge>,
     input: MessageDescriptor,
     framing: InFraming,
     mut body: B,
     tx: mpsc::Sender<Item>,
+    idle_limit: Option<Duration>,
+    mut client_gone: Option<oneshot::Receiver<()>>,
 ) -> Result<(), EdgeError>
 where
     B: Body<Data = Bytes> + Unpin,
@@ -342,7 +372,21 @@ where
     let mut ended = false;
     loop {
         if !ended {
-            match tokio::time::timeout(config.body_read_timeout, body.frame()).await {
+            let next = async {
+                match idle_limit {
+                    Some(limit) => tokio::time::timeout(limit, body.frame()).await,
+                    None => Ok(body.frame().await),
+                }
+            };
+            // A client that drops the response need not close its request body first.
+            let frame = match &mut client_gone {
+                Some(gone) => tokio::select! {
+                    frame = next => frame,
+                    _ = gone => return Err(EdgeError::ClientClosed("the client left the stream".into())),
+                },
+                None => next.await,
+            };
+            match frame {
                 Err(_) => return Err(EdgeError::BodyTimeout),
                 Ok(None) => {
                     ended = true;
@@ -389,6 +433,14 @@ where
     }
 }
 
+/// A bidirectional stream's request side, as its response stream sees it.
+struct RequestSide {
+    /// The pump's failure (a closed channel: the request stream ended cleanly).
+    failed: oneshot::Receiver<EdgeError>,
+    /// Dropped with the response stream: tells the pump the client is gone.
+    _alive: oneshot::Sender<()>,
+}
+
 /// A response stream in progress.
 struct StreamState {
     edge: Arc<Edge>,
@@ -401,8 +453,8 @@ struct StreamState {
     raw: bool,
     first: Option<Bytes>,
     upstream: tonic::Streaming<Bytes>,
-    /// A bidirectional stream's request side failing.
-    failed: Option<oneshot::Receiver<EdgeError>>,
+    /// A bidirectional stream's request side.
+    request_side: Option<RequestSide>,
     count: usize,
     begun: bool,
     done: bool,
@@ -455,12 +507,12 @@ impl StreamState {
     }
 
     async fn next(&mut self) -> Result<Option<Bytes>, EdgeError> {
-        if let Some(failed) = &mut self.failed {
+        if let Some(side) = &mut self.request_side {
             tokio::select! {
                 biased;
-                failure = failed => match failure {
+                failure = &mut side.failed => match failure {
                     Ok(e) => return Err(e),
-                    Err(_) => self.failed = None,
+                    Err(_) => self.request_side = None,
                 },
                 message = self.upstream.message() => {
                     return message.map_err(|s| upstream_error(&s));
