@@ -324,6 +324,7 @@ impl Edge {
             upstream,
             request_side,
             count: 0,
+            logged_loss: false,
             begun: false,
             done: false,
             trailers: None,
@@ -456,6 +457,8 @@ struct StreamState {
     /// A bidirectional stream's request side.
     request_side: Option<RequestSide>,
     count: usize,
+    /// A dropped-data downgrade has been logged for this stream.
+    logged_loss: bool,
     begun: bool,
     done: bool,
     trailers: Option<HeaderMap>,
@@ -562,14 +565,17 @@ impl StreamState {
                 to.as_str()
             ))
         })?;
-        // Counted per message, logged once per stream.
+        // Counted per message, logged once per stream: with its first message, and with the
+        // first that drops unknown fields.
+        let first_loss = findings.dropped_data() && !self.logged_loss;
+        self.logged_loss |= findings.dropped_data();
         edge.note_downgrades(
             &self.method,
             &self.client,
             self.fallback,
             to,
             &findings,
-            self.count == 0,
+            self.count == 0 || first_loss,
         );
         self.framing.record(self.count, &rendered, out);
         self.count += 1;
