@@ -313,12 +313,20 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         max_concurrent_streams: defaults.max_concurrent_streams,
         shutdown_grace: upstream_timeout,
         http_rules,
-        unknown_query: match file.unknown_query_parameters {
-            Some(UnknownQueryConfig::Ignore) => transcode::rest::UnknownQuery::Ignore,
-            Some(UnknownQueryConfig::Reject) | None => transcode::rest::UnknownQuery::Reject,
-        },
+        unknown_query: file
+            .unknown_query_parameters
+            .map_or(defaults.unknown_query, |u| match u {
+                UnknownQueryConfig::Ignore => transcode::rest::UnknownQuery::Ignore,
+                UnknownQueryConfig::Reject => transcode::rest::UnknownQuery::Reject,
+            }),
         max_stream_bytes: file.max_stream_bytes.unwrap_or(defaults.max_stream_bytes),
     };
+    if edge.max_stream_bytes < edge.max_body_bytes {
+        return Err(ConfigError(format!(
+            "max_stream_bytes ({}) is below max_body_bytes ({}): a request stream could not hold one largest message",
+            edge.max_stream_bytes, edge.max_body_bytes
+        )));
+    }
     Ok(Resolved {
         listen,
         default_upstream,
@@ -483,6 +491,10 @@ mod tests {
             (
                 "unknown_query_parameters = \"drop\"",
                 "unknown_query_parameters",
+            ),
+            (
+                "max_stream_bytes = 0",
+                "max_stream_bytes (0) is below max_body_bytes",
             ),
         ] {
             let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
