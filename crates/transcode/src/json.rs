@@ -50,20 +50,13 @@ fn integer_literals(input: &[u8]) -> Vec<bool> {
                     }
                 }
             }
-            b'-' | b'0'..=b'9' => {
-                let start = i;
-                while input
-                    .get(i)
-                    .is_some_and(|c| matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
-                {
-                    i += 1;
+            b'-' | b'0'..=b'9' => match crate::scalar::json_number_len(&input[i..]) {
+                Some((len, integral)) => {
+                    out.push(integral);
+                    i += len;
                 }
-                out.push(
-                    !input[start..i]
-                        .iter()
-                        .any(|c| matches!(c, b'.' | b'e' | b'E')),
-                );
-            }
+                None => i += 1,
+            },
             _ => i += 1,
         }
     }

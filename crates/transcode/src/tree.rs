@@ -46,16 +46,7 @@ impl In {
     }
 
     pub(crate) fn type_name(&self) -> &'static str {
-        match self {
-            In::Null => "null",
-            In::Bool(_) => "boolean",
-            In::I64(_) | In::U64(_) | In::BigInt(_) => "integer",
-            In::F64(_) => "number",
-            In::Str(_) => "string",
-            In::Bytes(_) => "binary",
-            In::List(_) => "array",
-            In::Map(_) => "object",
-        }
+        self.lit().type_name()
     }
 }
 
