@@ -11,7 +11,7 @@ fn main() {
         [_, d, w, n] => (d.clone(), w.clone(), n.parse::<usize>().expect("runs")),
         _ => {
             eprintln!(
-                "usage: profile json-to-protobuf|protobuf-to-json|msgpack-to-protobuf|protobuf-to-msgpack|floor|validate|reference-validate|reference-json-to-protobuf|reference-protobuf-to-json WORKLOAD RUNS"
+                "usage: profile json-to-protobuf|protobuf-to-json|msgpack-to-protobuf|protobuf-to-msgpack|floor|validate|reference-json-to-protobuf|reference-protobuf-to-json WORKLOAD RUNS"
             );
             std::process::exit(2);
         }
@@ -74,7 +74,6 @@ fn main() {
                     .unwrap(),
             ),
             "validate" => schema.validate_protobuf(&desc, &pb, &opts).unwrap(),
-            "reference-validate" => transcode::validate_protobuf(&desc, &pb, &opts).unwrap(),
             "floor" => drop(serde_json::from_slice::<serde::de::IgnoredAny>(&json).unwrap()),
             other => panic!("unknown direction {other}"),
         }

@@ -237,18 +237,14 @@ impl Schema {
         crate::reference::from_protobuf(desc, to, input, out, opts)
     }
     /// Checks that `input` is well-formed protobuf for message `desc` without decoding it
-    /// (see [`crate::validate_protobuf`], which this matches, with table-driven lookups).
+    /// (see [`crate::validate_protobuf`]). A cold path: the gateway checks a pass-through body
+    /// only after the upstream failed on it.
     pub fn validate_protobuf(
         &self,
         desc: &MessageDescriptor,
         input: &[u8],
         opts: &crate::Options,
     ) -> Result<(), crate::Error> {
-        if let Some(plan) = self.plans.index(desc.full_name())
-            && crate::direct::validate::message(&self.plans, plan, input, opts.max_depth).is_ok()
-        {
-            return Ok(());
-        }
         crate::validate_protobuf(desc, input, opts)
     }
 

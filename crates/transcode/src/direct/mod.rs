@@ -15,7 +15,6 @@ pub(crate) mod plan;
 pub(crate) mod render;
 pub(crate) mod sink;
 pub(crate) mod source;
-pub(crate) mod validate;
 
 /// "Let the reference path do this one."
 #[derive(Debug)]
