@@ -55,7 +55,7 @@ struct RequestCtx<'a> {
 struct Target<'a, 'v> {
     method: &'a Method,
     /// The HTTP rule and its variables' raw values (None: `POST /pkg.Service/Method`).
-    route: Option<(&'a Route, &'v [&'a str])>,
+    route: Option<(&'a Arc<Route>, &'v [&'a str])>,
 }
 
 impl Edge {
@@ -256,7 +256,7 @@ impl Edge {
         target: Target<'_, '_>,
         request: Format,
     ) -> Result<(Format, bool), EdgeError> {
-        let route = target.route.map(|(r, _)| r);
+        let route = target.route.map(|(r, _)| &**r);
         if route.is_some_and(Route::raw_response) {
             return Ok((Format::Protobuf, false));
         }
@@ -439,7 +439,7 @@ impl Edge {
         formats: Negotiated,
         answer: &Bytes,
     ) -> Result<Response<ResponseBody>, EdgeError> {
-        let route = target.route.map(|(r, _)| r);
+        let route = target.route.map(|(r, _)| &**r);
         if let Some(route) = route.filter(|r| r.raw_response()) {
             let (content_type, data) = route
                 .raw_response_parts(answer)

@@ -90,7 +90,7 @@ impl Edge {
         target: Target<'_, '_>,
         default: Framing,
     ) -> Result<(Framing, bool), EdgeError> {
-        let route = target.route.map(|(r, _)| r);
+        let route = target.route.map(|(r, _)| &**r);
         if route.is_some_and(Route::raw_response) {
             return Ok((default, false));
         }
@@ -300,8 +300,8 @@ impl Edge {
         upstream: tonic::Streaming<Bytes>,
         request_side: Option<RequestSide>,
     ) -> Result<Response<ResponseBody>, EdgeError> {
-        let route = target.route.map(|(r, _)| r.clone());
-        let raw = route.as_ref().is_some_and(Route::raw_response);
+        let route = target.route.map(|(r, _)| Arc::clone(r));
+        let raw = route.as_deref().is_some_and(Route::raw_response);
         let content_type = match (&first, &route) {
             (Some(first), Some(route)) if raw => {
                 let (ct, _) = route.raw_response_parts(first).map_err(|e| {
@@ -446,7 +446,7 @@ struct RequestSide {
 struct StreamState {
     edge: Arc<Edge>,
     method: Method,
-    route: Option<Route>,
+    route: Option<Arc<Route>>,
     client: Client,
     fallback: bool,
     framing: Framing,
@@ -540,7 +540,7 @@ impl StreamState {
             return Ok(());
         }
         let to = self.framing.format();
-        if passes_through(to, self.route.as_ref()) {
+        if passes_through(to, self.route.as_deref()) {
             self.framing.record(self.count, message, out);
             self.count += 1;
             return Ok(());

@@ -13,6 +13,7 @@ mod rules;
 mod template;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 
@@ -62,7 +63,7 @@ pub struct Route {
 /// Every route, most specific first.
 #[derive(Debug, Clone, Default)]
 pub struct Routes {
-    routes: Vec<Route>,
+    routes: Vec<Arc<Route>>,
     by_method: HashMap<String, Vec<usize>>,
 }
 
@@ -70,7 +71,7 @@ pub struct Routes {
 #[derive(Debug)]
 pub enum Lookup<'r, 'p> {
     /// The route and the raw (percent-encoded) value of each of its variables.
-    Found(&'r Route, Vec<&'p str>),
+    Found(&'r Arc<Route>, Vec<&'p str>),
     /// The path matches routes of other HTTP methods only; they are listed.
     MethodNotAllowed(Vec<&'r str>),
     NotFound,
@@ -147,12 +148,13 @@ impl Routes {
         for (i, r) in routes.iter().enumerate() {
             by_method.entry(r.rule.method.clone()).or_default().push(i);
         }
+        let routes = routes.into_iter().map(Arc::new).collect();
         Ok(Routes { routes, by_method })
     }
 
     /// Every route, most specific first.
     pub fn iter(&self) -> impl Iterator<Item = &Route> {
-        self.routes.iter()
+        self.routes.iter().map(|r| &**r)
     }
 
     /// Finds the most specific route for an HTTP method and a request path (as sent,
