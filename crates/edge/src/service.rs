@@ -549,10 +549,7 @@ impl Edge {
         }
         let mut response = plain(status, negotiate::content_type(format), body);
         let headers = response.headers_mut();
-        headers.insert("grpc-status", HeaderValue::from(code as i32));
-        if let Ok(v) = HeaderValue::from_str(&percent_encode_grpc_message(&message)) {
-            headers.insert("grpc-message", v);
-        }
+        put_status_headers(headers, code, &message);
         if let EdgeError::MethodNotAllowed { allow, .. } = err
             && let Ok(v) = HeaderValue::from_str(allow)
         {
@@ -853,6 +850,14 @@ fn metadata_headers(metadata: HeaderMap) -> HeaderMap {
         }
     }
     out
+}
+
+/// `grpc-status` and `grpc-message` (headers of an error answer, trailers of a stream).
+fn put_status_headers(headers: &mut HeaderMap, code: Code, message: &str) {
+    headers.insert("grpc-status", HeaderValue::from(code as i32));
+    if let Ok(v) = HeaderValue::from_str(&percent_encode_grpc_message(message)) {
+        headers.insert("grpc-message", v);
+    }
 }
 
 /// gRPC's grpc-message encoding: bytes outside printable ASCII, and `%`, as `%XX`.

@@ -593,10 +593,7 @@ impl StreamState {
         }
         self.done = true;
         let mut trailers = HeaderMap::new();
-        trailers.insert("grpc-status", HeaderValue::from(code as i32));
-        if let Ok(v) = HeaderValue::from_str(&percent_encode_grpc_message(&message)) {
-            trailers.insert("grpc-message", v);
-        }
+        put_status_headers(&mut trailers, code, &message);
         self.trailers = Some(trailers);
     }
 }
