@@ -186,7 +186,7 @@ pub(crate) fn put_field(out: &mut Vec<u8>, number: u32, kind: &Kind, s: Scalar<'
 }
 
 /// [`put_field`] with the tag already encoded (the direct path keeps it in its plan).
-#[inline]
+#[inline(always)]
 pub(crate) fn put_tagged(out: &mut Vec<u8>, tag: &[u8], kind: &Kind, s: Scalar<'_>, always: bool) {
     if !always && is_default(s) {
         return;
@@ -257,6 +257,7 @@ pub(crate) fn is_json_number(s: &str) -> bool {
 
 /// The length of the JSON number at the start of `b` (the grammar of [`is_json_number`]) and
 /// whether it is integral (no fraction, no exponent); `None` if `b` does not start with one.
+#[inline]
 pub(crate) fn json_number_len(b: &[u8]) -> Option<(usize, bool)> {
     let digits = |mut i: usize| {
         while i < b.len() && b[i].is_ascii_digit() {

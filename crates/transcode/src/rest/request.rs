@@ -134,7 +134,7 @@ impl Route {
                     out.push(0);
                     match schema.to_protobuf(&m, format, bytes, out, opts) {
                         Ok(findings) => {
-                            wire::patch_len(out, len_at);
+                            crate::direct::encode::patch_len(out, len_at);
                             Ok(findings)
                         }
                         Err(e) => {
