@@ -60,7 +60,7 @@ pub(crate) enum Converted<'v> {
 }
 
 /// The smallest double that rounds to infinity as a float32: float32's maximum plus half an ULP.
-const FLOAT_ROUNDS_TO_INFINITY: f64 = 3.4028235677973366e38;
+pub(crate) const FLOAT_ROUNDS_TO_INFINITY: f64 = 3.4028235677973366e38;
 
 /// Converts a scalar for a field of `kind` (not a message kind).
 pub(crate) fn convert<'v>(

@@ -5,10 +5,12 @@
 //! writes the same bytes when both accept (fields in input order, nested lengths patched in).
 
 use super::Bail;
-use super::plan::{Card, FieldPlan, Plans};
+use super::plan::{Card, FieldPlan, Op, Plans};
 use super::source::{R, Source};
 use crate::scalar::{self, Converted, Lit, Scalar};
+use crate::wire::{self, put_varint};
 use crate::{Findings, Options};
+use prost_reflect::Kind;
 
 /// The tag of a map entry's value field (2, length-delimited).
 const MAP_VALUE_TAG: [u8; 1] = [0x12];
@@ -56,8 +58,7 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
         let mut seen = [0u64; 4];
         let mut oneofs = 0u64;
         let mut hint = 0usize;
-        while let Some(key) = self.src.next_key()? {
-            let fi = plan.by_key(key, hint).ok_or(Bail)?;
+        while let Some(fi) = self.src.next_field(plan, hint)? {
             let (word, bit) = (fi / 64, 1u64 << (fi % 64));
             if seen[word] & bit != 0 {
                 return Err(Bail);
@@ -82,7 +83,7 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
             match field.card {
                 Card::Single => match field.message {
                     Some(m) => self.message_field(&field.tag, m, out)?,
-                    None => self.scalar_field(&field.tag, &field.kind, field.presence, out)?,
+                    None => self.scalar_field(field, field.presence, out)?,
                 },
                 Card::List => self.list(field, out)?,
                 Card::Map => self.map(field, out)?,
@@ -92,24 +93,14 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
         Ok(())
     }
 
-    /// A scalar value with its tag; implicit-presence defaults are not written.
+    /// A scalar value of `field` with its tag; implicit-presence defaults are not written.
     #[inline]
-    fn scalar_field(
-        &mut self,
-        tag: &[u8],
-        kind: &prost_reflect::Kind,
-        always: bool,
-        out: &mut Vec<u8>,
-    ) -> R<()> {
+    fn scalar_field(&mut self, field: &FieldPlan, always: bool, out: &mut Vec<u8>) -> R<()> {
         let lit = self.src.scalar()?;
-        match scalar::convert(kind, &lit, false).map_err(|_| Bail)? {
-            Converted::Value(s) => scalar::put_tagged(out, tag, kind, s, always),
-            Converted::OwnedBytes(b) => {
-                scalar::put_tagged(out, tag, kind, Scalar::Bytes(&b), always)
-            }
-            Converted::Skip => return Err(Bail),
+        if put_plain(out, &field.tag, field.op, &lit, always)? {
+            return Ok(());
         }
-        Ok(())
+        convert_tagged(out, &field.tag, &field.kind, &lit, always)
     }
 
     /// A message-typed value: tag, length, content. Well-known types go to the reference.
@@ -146,6 +137,9 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
             out.push(0);
             while self.src.next_element()? {
                 let lit = self.src.scalar()?;
+                if plain_value(out, field.op, &lit)? {
+                    continue;
+                }
                 match scalar::convert(&field.kind, &lit, false).map_err(|_| Bail)? {
                     Converted::Value(s) => scalar::put_value(out, &field.kind, s),
                     _ => return Err(Bail),
@@ -165,7 +159,7 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
             }
             match field.message {
                 Some(m) => self.message_field(&field.tag, m, out)?,
-                None => self.scalar_field(&field.tag, &field.kind, true, out)?,
+                None => self.scalar_field(field, true, out)?,
             }
         }
         Ok(())
@@ -197,12 +191,177 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
                 Some(m) => self.message_field(&MAP_VALUE_TAG, *m, out)?,
                 None => {
                     let tag = [0x10 | scalar::wire_type(value_kind)];
-                    self.scalar_field(&tag, value_kind, true, out)?
+                    let lit = self.src.scalar()?;
+                    convert_tagged(out, &tag, value_kind, &lit, true)?
                 }
             }
             patch_len(out, len_at);
         }
         Ok(())
+    }
+}
+
+/// A scalar converted the general way ([`scalar::convert`]) with its tag.
+#[inline(never)]
+fn convert_tagged(
+    out: &mut Vec<u8>,
+    tag: &[u8],
+    kind: &Kind,
+    lit: &Lit<'_>,
+    always: bool,
+) -> R<()> {
+    match scalar::convert(kind, lit, false).map_err(|_| Bail)? {
+        Converted::Value(s) => scalar::put_tagged(out, tag, kind, s, always),
+        Converted::OwnedBytes(b) => scalar::put_tagged(out, tag, kind, Scalar::Bytes(&b), always),
+        Converted::Skip => return Err(Bail),
+    }
+    Ok(())
+}
+
+/// The common scalar cases, written without the general conversion: an integer for an
+/// integer field (a JSON number or a string of at most 18 digits), a number for a double or
+/// float, a boolean, a string. `false` (nothing written) for anything else; out-of-range
+/// values bail (the reference reports them). Implicit-presence defaults are not written.
+#[inline(always)]
+fn put_plain(out: &mut Vec<u8>, tag: &[u8], op: Op, lit: &Lit<'_>, always: bool) -> R<bool> {
+    match (op, lit) {
+        (Op::Str, Lit::Str(s)) => {
+            if always || !s.is_empty() {
+                put_tag(out, tag);
+                put_varint(out, s.len() as u64);
+                out.extend_from_slice(s.as_bytes());
+            }
+            Ok(true)
+        }
+        (Op::Bool, Lit::Bool(b)) => {
+            if always || *b {
+                put_tag(out, tag);
+                out.push(u8::from(*b));
+            }
+            Ok(true)
+        }
+        _ => {
+            // Numbers: the value's bits are zero exactly for the default (-0.0 is written).
+            let at = out.len();
+            put_tag(out, tag);
+            match plain_number(out, op, lit)? {
+                None => {
+                    out.truncate(at);
+                    Ok(false)
+                }
+                Some(zero) => {
+                    if zero && !always {
+                        out.truncate(at);
+                    }
+                    Ok(true)
+                }
+            }
+        }
+    }
+}
+
+/// [`put_plain`] for a packed list's element (no tag, defaults written).
+#[inline]
+fn plain_value(out: &mut Vec<u8>, op: Op, lit: &Lit<'_>) -> R<bool> {
+    Ok(match (op, lit) {
+        (Op::Bool, Lit::Bool(b)) => {
+            out.push(u8::from(*b));
+            true
+        }
+        _ => plain_number(out, op, lit)?.is_some(),
+    })
+}
+
+/// Writes a plain number as `op` encodes it; `Some(is the value all zero bits)` if written.
+#[inline(always)]
+fn plain_number(out: &mut Vec<u8>, op: Op, lit: &Lit<'_>) -> R<Option<bool>> {
+    let f = match (op, *lit) {
+        (Op::Double | Op::Float, Lit::F64(f)) => f,
+        (Op::Double | Op::Float, Lit::I64(i)) => i as f64,
+        (Op::Double | Op::Float, Lit::U64(u)) => u as f64,
+        (Op::Double | Op::Float | Op::Str | Op::Bool | Op::Other, _) => return Ok(None),
+        (_, Lit::I64(v)) => return put_int(out, op, v).map(|()| Some(v == 0)),
+        (Op::Uint64 | Op::Fixed64, Lit::U64(v)) => {
+            return put_int_u64(out, op, v).map(|()| Some(false));
+        }
+        (_, Lit::Str(s)) => match plain_integer(s) {
+            Some(v) => return put_int(out, op, v).map(|()| Some(v == 0)),
+            None => return Ok(None),
+        },
+        _ => return Ok(None),
+    };
+    if op == Op::Double {
+        out.extend_from_slice(&f.to_le_bytes());
+        Ok(Some(f.to_bits() == 0))
+    } else {
+        if f.is_finite() && f.abs() >= scalar::FLOAT_ROUNDS_TO_INFINITY {
+            return Err(Bail);
+        }
+        let f = f as f32;
+        out.extend_from_slice(&f.to_le_bytes());
+        Ok(Some(f.to_bits() == 0))
+    }
+}
+
+/// A string of 1 to 18 decimal digits, optionally negative (always an i64).
+#[inline]
+fn plain_integer(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let (neg, digits) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        _ => (false, b),
+    };
+    if digits.is_empty() || digits.len() > 18 {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &d in digits {
+        let d = d.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v * 10 + i64::from(d);
+    }
+    Some(if neg { -v } else { v })
+}
+
+/// An i64 as integer field `op` encodes it; bails when out of the field's range.
+#[inline(always)]
+fn put_int(out: &mut Vec<u8>, op: Op, v: i64) -> R<()> {
+    let in_i32 = i32::try_from(v).is_ok();
+    let in_u32 = u32::try_from(v).is_ok();
+    match op {
+        Op::Int64 => put_varint(out, v as u64),
+        Op::Int32 if in_i32 => put_varint(out, v as u64),
+        Op::Uint32 if in_u32 => put_varint(out, v as u64),
+        Op::Uint64 if v >= 0 => put_varint(out, v as u64),
+        Op::Sint32 if in_i32 => put_varint(out, wire::zigzag32(v as i32)),
+        Op::Sint64 => put_varint(out, wire::zigzag64(v)),
+        Op::Fixed32 if in_u32 => out.extend_from_slice(&(v as u32).to_le_bytes()),
+        Op::Fixed64 if v >= 0 => out.extend_from_slice(&(v as u64).to_le_bytes()),
+        Op::Sfixed32 if in_i32 => out.extend_from_slice(&(v as i32).to_le_bytes()),
+        Op::Sfixed64 => out.extend_from_slice(&v.to_le_bytes()),
+        _ => return Err(Bail),
+    }
+    Ok(())
+}
+
+/// A u64 beyond the i64 range for a uint64 or fixed64 field.
+fn put_int_u64(out: &mut Vec<u8>, op: Op, v: u64) -> R<()> {
+    match op {
+        Op::Uint64 => put_varint(out, v),
+        _ => out.extend_from_slice(&v.to_le_bytes()),
+    }
+    Ok(())
+}
+
+/// A pre-encoded tag (almost always one byte).
+#[inline(always)]
+fn put_tag(out: &mut Vec<u8>, tag: &[u8]) {
+    if let [b] = tag {
+        out.push(*b);
+    } else {
+        out.extend_from_slice(tag);
     }
 }
 

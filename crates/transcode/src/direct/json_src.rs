@@ -2,6 +2,7 @@
 //! what serde_json (the reference's parser) accepts and yields the same numbers.
 
 use super::Bail;
+use super::plan::MsgPlan;
 use super::source::{R, Source};
 use crate::json::json_special;
 use crate::scalar::Lit;
@@ -11,8 +12,9 @@ pub(crate) struct JsonSrc<'a> {
     text: &'a str,
     input: &'a [u8],
     pos: usize,
-    /// Per open object or array: no key or element read yet.
-    first: Vec<bool>,
+    /// No key or element of the innermost open container read yet. One flag is enough: a
+    /// container closes inside a value of its parent, whose first entry is then read.
+    first: bool,
     /// Unescaped strings, reused.
     scratch: String,
 }
@@ -25,7 +27,7 @@ impl<'a> JsonSrc<'a> {
             text,
             input,
             pos: 0,
-            first: Vec::new(),
+            first: false,
             scratch: String::new(),
         };
         s.ws();
@@ -57,17 +59,50 @@ impl<'a> JsonSrc<'a> {
         Ok(&self.input[start..start + len])
     }
 
+    /// A key, its colon and the whitespace after it (after the separator).
+    fn key(&mut self) -> R<&'a [u8]> {
+        // Compact JSON (`"key":value`) takes no whitespace scans.
+        if self.peek() != Some(b'"') {
+            self.ws();
+        }
+        let key = self.raw_key()?;
+        if self.peek() == Some(b':') {
+            self.pos += 1;
+        } else {
+            self.eat(b':')?;
+        }
+        if matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+            self.ws();
+        }
+        Ok(key)
+    }
+
+    /// The next 16 bytes of input as two little-endian words, zero-padded past the end.
+    #[inline]
+    fn window(&self) -> [u64; 2] {
+        let mut w = [0u8; 16];
+        match self.input.get(self.pos..self.pos + 16) {
+            Some(b) => w.copy_from_slice(b),
+            None => {
+                let rest = &self.input[self.pos..];
+                w[..rest.len()].copy_from_slice(rest);
+            }
+        }
+        let (mut a, mut b) = ([0u8; 8], [0u8; 8]);
+        a.copy_from_slice(&w[..8]);
+        b.copy_from_slice(&w[8..]);
+        [u64::from_le_bytes(a), u64::from_le_bytes(b)]
+    }
+
     /// After a key or element: the separator or the end of the container.
     fn separator(&mut self, close: u8) -> R<bool> {
         if matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
             self.ws();
         }
-        let first = self.first.last_mut().ok_or(Bail)?;
-        if *first {
-            *first = false;
+        if self.first {
+            self.first = false;
             if self.peek() == Some(close) {
                 self.pos += 1;
-                self.first.pop();
                 return Ok(false);
             }
             return Ok(true);
@@ -82,7 +117,6 @@ impl<'a> JsonSrc<'a> {
             }
             Some(c) if c == close => {
                 self.pos += 1;
-                self.first.pop();
                 Ok(false)
             }
             _ => Err(Bail),
@@ -202,7 +236,89 @@ impl<'a> JsonSrc<'a> {
         Ok(v)
     }
     /// A number token with the values serde_json gives (the reference parses with it).
+    #[inline]
     fn number(&mut self) -> R<Lit<'static>> {
+        match self.short_number() {
+            Some(lit) => Ok(lit),
+            None => self.long_number(),
+        }
+    }
+
+    /// The common numbers in one pass: at most 19 digits, no exponent, and for fractions a
+    /// value exactly computed as `digits / 10^k` (digits ≤ 2^53, k ≤ 22: both exact doubles,
+    /// so the division rounds once, correctly — what serde_json's float_roundtrip parsing
+    /// gives). `None`, nothing consumed, for the rest.
+    #[inline]
+    fn short_number(&mut self) -> Option<Lit<'static>> {
+        const POW10: [f64; 23] = [
+            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+            1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+        ];
+        let b = self.input;
+        let neg = b.get(self.pos) == Some(&b'-');
+        let int_start = self.pos + usize::from(neg);
+        let mut i = int_start;
+        let mut mag: u64 = 0;
+        while let Some(&c) = b.get(i) {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            mag = mag.wrapping_mul(10).wrapping_add(u64::from(d));
+            i += 1;
+        }
+        let int_digits = i - int_start;
+        if int_digits == 0 || int_digits > 19 || (int_digits > 1 && b[int_start] == b'0') {
+            return None;
+        }
+        match b.get(i) {
+            Some(b'.') => {}
+            Some(b'e' | b'E') => return None,
+            _ => {
+                self.pos = i;
+                return Some(if !neg {
+                    if mag <= i64::MAX as u64 {
+                        Lit::I64(mag as i64)
+                    } else {
+                        Lit::U64(mag)
+                    }
+                } else if mag == 0 {
+                    // serde_json reads `-0` as the double -0.0.
+                    Lit::F64(-0.0)
+                } else if mag <= 1 << 63 {
+                    Lit::I64((mag as i64).wrapping_neg())
+                } else {
+                    Lit::BigInt(-(mag as f64))
+                });
+            }
+        }
+        let frac_start = i + 1;
+        let mut j = frac_start;
+        while let Some(&c) = b.get(j) {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            mag = mag.wrapping_mul(10).wrapping_add(u64::from(d));
+            j += 1;
+        }
+        let frac_digits = j - frac_start;
+        if frac_digits == 0
+            || int_digits + frac_digits > 19
+            || frac_digits >= POW10.len()
+            || mag > 1 << 53
+            || matches!(b.get(j), Some(b'e' | b'E'))
+        {
+            return None;
+        }
+        let f = mag as f64 / POW10[frac_digits];
+        self.pos = j;
+        Some(Lit::F64(if neg { -f } else { f }))
+    }
+
+    /// Any number: exponents, long mantissas, integers beyond 19 digits.
+    #[cold]
+    fn long_number(&mut self) -> R<Lit<'static>> {
         let start = self.pos;
         let b = self.input;
         let (len, integral) = crate::scalar::json_number_len(&b[start..]).ok_or(Bail)?;
@@ -258,7 +374,7 @@ impl<'a> JsonSrc<'a> {
 impl<'a> Source<'a> for JsonSrc<'a> {
     fn object(&mut self) -> R<()> {
         self.eat(b'{')?;
-        self.first.push(true);
+        self.first = true;
         Ok(())
     }
 
@@ -266,25 +382,32 @@ impl<'a> Source<'a> for JsonSrc<'a> {
         if !self.separator(b'}')? {
             return Ok(None);
         }
-        // Compact JSON (`"key":value`) takes no whitespace scans.
-        if self.peek() != Some(b'"') {
-            self.ws();
+        self.key().map(Some)
+    }
+
+    #[inline]
+    fn next_field(&mut self, plan: &MsgPlan, hint: usize) -> R<Option<usize>> {
+        if !self.separator(b'}')? {
+            return Ok(None);
         }
-        let key = self.raw_key()?;
-        if self.peek() == Some(b':') {
-            self.pos += 1;
-        } else {
-            self.eat(b':')?;
+        // Compact JSON whose keys come in declaration order: the expected `"key":` is
+        // recognised with two word compares, no scan and no lookup.
+        if let Some(f) = plan.fields.get(hint)
+            && f.json_key_words.matches(self.window())
+        {
+            self.pos += f.json_key_words.len;
+            if matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+                self.ws();
+            }
+            return Ok(Some(hint));
         }
-        if matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
-            self.ws();
-        }
-        Ok(Some(key))
+        let key = self.key()?;
+        plan.by_key(key, hint).map(Some).ok_or(Bail)
     }
 
     fn array(&mut self) -> R<()> {
         self.eat(b'[')?;
-        self.first.push(true);
+        self.first = true;
         Ok(())
     }
 
@@ -356,5 +479,69 @@ impl<'a> Source<'a> for JsonSrc<'a> {
         } else {
             Err(Bail)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JsonSrc;
+    use crate::scalar::Lit;
+
+    /// The one-pass number reader agrees bit for bit with the general one (whose doubles are
+    /// the standard library's correctly rounded parse) wherever it answers.
+    #[test]
+    fn short_numbers_equal_the_general_parse() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut answered = 0;
+        for _ in 0..300_000 {
+            let mut t = String::new();
+            if next(2) == 0 {
+                t.push('-');
+            }
+            let int_digits = 1 + next(21) as usize;
+            for k in 0..int_digits {
+                // Leading zeros now and then: invalid JSON, both must refuse.
+                let d = if k == 0 && next(8) != 0 {
+                    1 + next(9)
+                } else {
+                    next(10)
+                };
+                t.push(char::from(b'0' + d as u8));
+            }
+            if next(3) != 0 {
+                t.push('.');
+                for _ in 0..next(24) {
+                    t.push(char::from(b'0' + next(10) as u8));
+                }
+            }
+            if next(10) == 0 {
+                t.push_str("e-3");
+            }
+            t.push(*[',', '}', ']', ' '].get(next(4) as usize).unwrap());
+            let mut short = JsonSrc::new(t.as_bytes()).unwrap();
+            let Some(got) = short.short_number() else {
+                continue;
+            };
+            answered += 1;
+            let mut long = JsonSrc::new(t.as_bytes()).unwrap();
+            let want = long
+                .long_number()
+                .unwrap_or_else(|_| panic!("{t}: refused"));
+            let same = match (got, want) {
+                (Lit::F64(a), Lit::F64(b)) | (Lit::BigInt(a), Lit::BigInt(b)) => {
+                    a.to_bits() == b.to_bits()
+                }
+                (a, b) => a == b,
+            };
+            assert!(same, "{t}: {got:?} vs {want:?}");
+            assert_eq!(short.pos, long.pos, "{t}");
+        }
+        assert!(answered > 100_000, "{answered}");
     }
 }

@@ -76,10 +76,99 @@ pub(crate) enum Card {
     Map,
 }
 
+/// How the direct encoder writes a scalar field's common values without the general
+/// conversion (`Other`: bytes, enums, messages, which always take it).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Op {
+    Double,
+    Float,
+    Int32,
+    Int64,
+    Uint32,
+    Uint64,
+    Sint32,
+    Sint64,
+    Fixed32,
+    Fixed64,
+    Sfixed32,
+    Sfixed64,
+    Bool,
+    Str,
+    Other,
+}
+
+impl Op {
+    fn of(kind: &Kind) -> Op {
+        match kind {
+            Kind::Double => Op::Double,
+            Kind::Float => Op::Float,
+            Kind::Int32 => Op::Int32,
+            Kind::Int64 => Op::Int64,
+            Kind::Uint32 => Op::Uint32,
+            Kind::Uint64 => Op::Uint64,
+            Kind::Sint32 => Op::Sint32,
+            Kind::Sint64 => Op::Sint64,
+            Kind::Fixed32 => Op::Fixed32,
+            Kind::Fixed64 => Op::Fixed64,
+            Kind::Sfixed32 => Op::Sfixed32,
+            Kind::Sfixed64 => Op::Sfixed64,
+            Kind::Bool => Op::Bool,
+            Kind::String => Op::Str,
+            Kind::Bytes | Kind::Enum(_) | Kind::Message(_) => Op::Other,
+        }
+    }
+}
+
+/// A short byte pattern (`"jsonName":`) as two masked little-endian words, so that compact
+/// JSON's next key is recognised with two compares; `len` is 0 for patterns over 16 bytes.
+pub(crate) struct KeyWords {
+    pub(crate) words: [u64; 2],
+    pub(crate) masks: [u64; 2],
+    pub(crate) len: usize,
+}
+
+impl KeyWords {
+    fn new(pattern: &[u8]) -> KeyWords {
+        let mut k = KeyWords {
+            words: [0; 2],
+            masks: [0; 2],
+            len: 0,
+        };
+        if pattern.len() <= 16 {
+            let mut w = [0u8; 16];
+            let mut m = [0u8; 16];
+            w[..pattern.len()].copy_from_slice(pattern);
+            m[..pattern.len()].fill(0xff);
+            for i in 0..2 {
+                let word = |b: &[u8; 16]| {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(&b[i * 8..i * 8 + 8]);
+                    u64::from_le_bytes(a)
+                };
+                k.words[i] = word(&w);
+                k.masks[i] = word(&m);
+            }
+            k.len = pattern.len();
+        }
+        k
+    }
+
+    /// True if `window` (16 bytes of input, zero-padded at its end) starts with the pattern.
+    #[inline]
+    pub(crate) fn matches(&self, window: [u64; 2]) -> bool {
+        self.len != 0
+            && ((window[0] ^ self.words[0]) & self.masks[0])
+                | ((window[1] ^ self.words[1]) & self.masks[1])
+                == 0
+    }
+}
+
 pub(crate) struct FieldPlan {
     pub(crate) number: u32,
     pub(crate) json_name: String,
     pub(crate) kind: Kind,
+    /// The scalar fast path for `kind` (for maps: unused).
+    pub(crate) op: Op,
     pub(crate) card: Card,
     pub(crate) packed: bool,
     pub(crate) presence: bool,
@@ -94,6 +183,8 @@ pub(crate) struct FieldPlan {
     pub(crate) tag: Vec<u8>,
     /// `"jsonName":` and `"proto_name":`, escaped.
     pub(crate) json_key: Vec<u8>,
+    /// `json_key` for matching compact JSON input.
+    pub(crate) json_key_words: KeyWords,
     pub(crate) proto_key: Vec<u8>,
     /// The same names as MessagePack strings.
     pub(crate) mp_json_key: Vec<u8>,
@@ -281,6 +372,7 @@ fn field_plan(
         message,
         map_key,
         tag,
+        json_key_words: KeyWords::new(&quoted_key(f.json_name())),
         json_key: quoted_key(f.json_name()),
         proto_key: quoted_key(f.name()),
         mp_json_key: mp_key(f.json_name()),
@@ -289,6 +381,7 @@ fn field_plan(
         enum_names: enum_names(value_kind),
         enum_is_null_value,
         map_value,
+        op: Op::of(&kind),
         kind,
     }
 }

@@ -2,6 +2,7 @@
 //! raw bytes of one value (handed to the reference path for well-known types).
 
 use super::Bail;
+use super::plan::MsgPlan;
 use crate::scalar::Lit;
 
 pub(crate) type R<T> = Result<T, Bail>;
@@ -11,6 +12,15 @@ pub(crate) trait Source<'a> {
     fn object(&mut self) -> R<()>;
     /// The next key of the current object without escapes, or `None` at its end.
     fn next_key(&mut self) -> R<Option<&'a [u8]>>;
+    /// The next key of the current object resolved to a field of `plan` (`hint`, the field
+    /// after the previous one, is tried first), or `None` at the object's end.
+    #[inline]
+    fn next_field(&mut self, plan: &MsgPlan, hint: usize) -> R<Option<usize>> {
+        match self.next_key()? {
+            Some(key) => plan.by_key(key, hint).map(Some).ok_or(Bail),
+            None => Ok(None),
+        }
+    }
     /// Enters an array.
     fn array(&mut self) -> R<()>;
     /// True if another element of the current array follows (consumes the separator or end).
