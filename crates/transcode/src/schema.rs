@@ -205,7 +205,7 @@ impl Schema {
         out: &mut Vec<u8>,
         opts: &crate::Options,
     ) -> Result<crate::Findings, crate::Error> {
-        if let Some(plan) = self.plans.index(desc.full_name()) {
+        if let Some(plan) = self.plans.index(desc) {
             let start = out.len();
             if crate::direct::to_protobuf(&self.plans, plan, from, input, out, opts).is_ok() {
                 return Ok(crate::Findings::default());
@@ -224,7 +224,7 @@ impl Schema {
         out: &mut Vec<u8>,
         opts: &crate::Options,
     ) -> Result<crate::Findings, crate::Error> {
-        if let Some(plan) = self.plans.index(desc.full_name()) {
+        if let Some(plan) = self.plans.index(desc) {
             let start = out.len();
             let mut findings = crate::Findings::default();
             if crate::direct::from_protobuf(&self.plans, plan, to, input, out, opts, &mut findings)
@@ -259,7 +259,7 @@ impl Schema {
         input: &[u8],
         opts: &crate::Options,
     ) -> Option<Vec<u8>> {
-        let plan = self.plans.index(desc.full_name())?;
+        let plan = self.plans.index(desc)?;
         let mut out = Vec::new();
         let done = match (from, to) {
             (from, crate::Format::Protobuf) => {

@@ -279,7 +279,9 @@ fn plain_number(out: &mut Vec<u8>, op: Op, lit: &Lit<'_>) -> R<Option<bool>> {
         (Op::Double | Op::Float, Lit::F64(f)) => f,
         (Op::Double | Op::Float, Lit::I64(i)) => i as f64,
         (Op::Double | Op::Float, Lit::U64(u)) => u as f64,
-        (Op::Double | Op::Float | Op::Str | Op::Bool | Op::Other, _) => return Ok(None),
+        (Op::Double | Op::Float | Op::Str | Op::Bool | Op::Bytes | Op::Enum | Op::Message, _) => {
+            return Ok(None);
+        }
         (_, Lit::I64(v)) => return put_int(out, op, v).map(|()| Some(v == 0)),
         (Op::Uint64 | Op::Fixed64, Lit::U64(v)) => {
             return put_int_u64(out, op, v).map(|()| Some(false));

@@ -53,7 +53,10 @@ impl Hasher for FastHasher {
 /// All plans of a pool, indexed by message.
 pub(crate) struct Plans {
     pub(crate) msgs: Vec<MsgPlan>,
-    by_name: HashMap<String, usize>,
+    /// Plan by the address of the message's full name inside the pool: the pool (kept alive
+    /// by the plans' descriptors) never moves its strings, and a hit is confirmed by
+    /// descriptor equality, so this saves hashing the name on every call.
+    by_name_ptr: HashMap<usize, usize>,
 }
 
 pub(crate) struct MsgPlan {
@@ -76,8 +79,9 @@ pub(crate) enum Card {
     Map,
 }
 
-/// How the direct encoder writes a scalar field's common values without the general
-/// conversion (`Other`: bytes, enums, messages, which always take it).
+/// A field's kind as the direct paths dispatch on it (a plain tag, where `Kind` carries
+/// descriptors). The encoder writes the common values of the scalar ones without the general
+/// conversion; the renderer reads them by it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Op {
     Double,
@@ -94,7 +98,9 @@ pub(crate) enum Op {
     Sfixed64,
     Bool,
     Str,
-    Other,
+    Bytes,
+    Enum,
+    Message,
 }
 
 impl Op {
@@ -114,7 +120,9 @@ impl Op {
             Kind::Sfixed64 => Op::Sfixed64,
             Kind::Bool => Op::Bool,
             Kind::String => Op::Str,
-            Kind::Bytes | Kind::Enum(_) | Kind::Message(_) => Op::Other,
+            Kind::Bytes => Op::Bytes,
+            Kind::Enum(_) => Op::Enum,
+            Kind::Message(_) => Op::Message,
         }
     }
 }
@@ -163,12 +171,46 @@ impl KeyWords {
     }
 }
 
+/// Bytes written often, usually short (a field's key): up to 32 of them are appended as one
+/// fixed-size copy and a truncation, which compiles to a few moves instead of a call to
+/// `memcpy` for a variable length.
+pub(crate) struct Short {
+    buf: [u8; 32],
+    bytes: Box<[u8]>,
+}
+
+impl Short {
+    fn new(bytes: Vec<u8>) -> Short {
+        let mut buf = [0u8; 32];
+        if bytes.len() <= 32 {
+            buf[..bytes.len()].copy_from_slice(&bytes);
+        }
+        Short {
+            buf,
+            bytes: bytes.into(),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn put(&self, out: &mut Vec<u8>) {
+        let len = self.bytes.len();
+        if len <= 32 {
+            out.extend_from_slice(&self.buf);
+            out.truncate(out.len() - 32 + len);
+        } else {
+            out.extend_from_slice(&self.bytes);
+        }
+    }
+}
+
 pub(crate) struct FieldPlan {
     pub(crate) number: u32,
     pub(crate) json_name: String,
     pub(crate) kind: Kind,
-    /// The scalar fast path for `kind` (for maps: unused).
+    /// `kind` as a plain tag (for maps: the entry's kind, unused).
     pub(crate) op: Op,
+    /// The wire type of one value of `kind` (not packed).
+    pub(crate) wire_type: u8,
     pub(crate) card: Card,
     pub(crate) packed: bool,
     pub(crate) presence: bool,
@@ -182,13 +224,13 @@ pub(crate) struct FieldPlan {
     /// The tag as written (LEN for packed lists, strings, messages, map entries).
     pub(crate) tag: Vec<u8>,
     /// `"jsonName":` and `"proto_name":`, escaped.
-    pub(crate) json_key: Vec<u8>,
+    pub(crate) json_key: Short,
     /// `json_key` for matching compact JSON input.
     pub(crate) json_key_words: KeyWords,
-    pub(crate) proto_key: Vec<u8>,
+    pub(crate) proto_key: Short,
     /// The same names as MessagePack strings.
-    pub(crate) mp_json_key: Vec<u8>,
-    pub(crate) mp_proto_key: Vec<u8>,
+    pub(crate) mp_json_key: Short,
+    pub(crate) mp_proto_key: Short,
     /// Values whose `null` is not simply "unset" (Value, NullValue): the reference decides.
     pub(crate) null_is_value: bool,
     /// Enum value names by number (for enum fields and enum map values).
@@ -205,11 +247,21 @@ impl Plans {
             .map(|(i, d)| (d.full_name().to_owned(), i))
             .collect();
         let msgs = descs.iter().map(|d| MsgPlan::build(d, &by_name)).collect();
-        Plans { msgs, by_name }
+        let by_name_ptr = descs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.full_name().as_ptr() as usize, i))
+            .collect();
+        Plans { msgs, by_name_ptr }
     }
 
-    pub(crate) fn index(&self, full_name: &str) -> Option<usize> {
-        self.by_name.get(full_name).copied()
+    /// The plan of `desc`, if it is a message of the pool the plans were built from.
+    #[inline]
+    pub(crate) fn index(&self, desc: &MessageDescriptor) -> Option<usize> {
+        let i = *self
+            .by_name_ptr
+            .get(&(desc.full_name().as_ptr() as usize))?;
+        (self.msgs[i].desc == *desc).then_some(i)
     }
 }
 
@@ -373,15 +425,16 @@ fn field_plan(
         map_key,
         tag,
         json_key_words: KeyWords::new(&quoted_key(f.json_name())),
-        json_key: quoted_key(f.json_name()),
-        proto_key: quoted_key(f.name()),
-        mp_json_key: mp_key(f.json_name()),
-        mp_proto_key: mp_key(f.name()),
+        json_key: Short::new(quoted_key(f.json_name())),
+        proto_key: Short::new(quoted_key(f.name())),
+        mp_json_key: Short::new(mp_key(f.json_name())),
+        mp_proto_key: Short::new(mp_key(f.name())),
         null_is_value,
         enum_names: enum_names(value_kind),
         enum_is_null_value,
         map_value,
         op: Op::of(&kind),
+        wire_type: scalar::wire_type(&kind),
         kind,
     }
 }

@@ -9,20 +9,43 @@ use std::collections::HashSet;
 use prost_reflect::Kind;
 
 use super::Bail;
-use super::plan::{Card, FieldPlan, Plans};
+use super::plan::{Card, FieldPlan, Op, Plans};
 use super::sink::Sink;
-use crate::decode::{Val, default_val, is_default, is_packable, packable_wire_type, read_val};
+use crate::decode::{Val, default_val, is_default, is_packable, read_val};
 use crate::error::PathSeg;
 use crate::wire::{self, Reader};
 use crate::{Findings, Options, UnknownField};
 
 type R<T> = Result<T, Bail>;
 
-/// A step of the current path, borrowing field names from the plans.
-enum Seg<'p> {
-    Field(&'p str),
+/// The current path as links on the stack, innermost first: nothing is allocated unless a
+/// path is reported (unknown fields, a well-known type handed to the reference). `None` is
+/// the root.
+#[derive(Clone, Copy)]
+struct Path<'a> {
+    seg: Seg<'a>,
+    parent: Option<&'a Path<'a>>,
+}
+
+#[derive(Clone, Copy)]
+enum Seg<'a> {
+    Field(&'a str),
     Index(usize),
-    Key(String),
+    Key(&'a str),
+}
+
+fn path_segs(mut path: Option<&Path<'_>>) -> Vec<PathSeg> {
+    let mut segs = Vec::new();
+    while let Some(p) = path {
+        segs.push(match p.seg {
+            Seg::Field(f) => PathSeg::Field(f.to_owned()),
+            Seg::Index(i) => PathSeg::Index(i),
+            Seg::Key(k) => PathSeg::Key(k.to_owned()),
+        });
+        path = p.parent;
+    }
+    segs.reverse();
+    segs
 }
 
 struct Renderer<'p, 'f, K> {
@@ -30,7 +53,6 @@ struct Renderer<'p, 'f, K> {
     plans: &'p Plans,
     opts: &'p Options,
     findings: &'f mut Findings,
-    path: Vec<Seg<'p>>,
     depth: usize,
 }
 
@@ -52,29 +74,23 @@ pub(crate) fn render<K: Sink>(
         plans,
         opts,
         findings,
-        path: Vec::new(),
         depth: 0,
     };
-    r.message(root, input, out)
+    r.message(root, input, out, None)
 }
 
 impl<'p, K: Sink> Renderer<'p, '_, K> {
-    fn path_segs(&self) -> Vec<PathSeg> {
-        self.path
-            .iter()
-            .map(|s| match s {
-                Seg::Field(f) => PathSeg::Field((*f).to_owned()),
-                Seg::Index(i) => PathSeg::Index(*i),
-                Seg::Key(k) => PathSeg::Key(k.clone()),
-            })
-            .collect()
-    }
-
-    fn message(&mut self, plan_idx: usize, bytes: &[u8], out: &mut Vec<u8>) -> R<()> {
+    fn message(
+        &mut self,
+        plan_idx: usize,
+        bytes: &[u8],
+        out: &mut Vec<u8>,
+        path: Option<&Path<'_>>,
+    ) -> R<()> {
         let plans = self.plans;
         let plan = &plans.msgs[plan_idx];
         if plan.special {
-            return self.delegate(plan_idx, bytes, out);
+            return self.delegate(plan_idx, bytes, out, path);
         }
         self.depth += 1;
         if self.depth > self.opts.max_depth {
@@ -89,7 +105,9 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
         let mut open: Option<usize> = None;
         let mut container: Option<usize> = None;
         let mut elems = 0usize;
-        let mut map_keys: HashSet<u64> = HashSet::new();
+        // Made on the first map entry: a `HashSet::new()` reads its random keys from a
+        // thread-local, a cost every message would pay.
+        let mut map_keys: Option<HashSet<u64>> = None;
         let mut oneofs = 0u64;
         let unknown_at = self.findings.unknown_fields.len();
         let mut unknown: Vec<u32> = Vec::new();
@@ -121,7 +139,9 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                 if field.card != Card::Single {
                     open = Some(fi);
                     elems = 0;
-                    map_keys.clear();
+                    if let Some(keys) = &mut map_keys {
+                        keys.clear();
+                    }
                 }
             }
             match field.card {
@@ -133,9 +153,11 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                         let (sub, _) = r.len_delimited().map_err(|_| Bail)?;
                         self.sink.key(out, field, names, count);
                         count += 1;
-                        self.path.push(Seg::Field(&field.json_name));
-                        self.message(m, sub, out)?;
-                        self.path.pop();
+                        let here = Path {
+                            seg: Seg::Field(&field.json_name),
+                            parent: path,
+                        };
+                        self.message(m, sub, out, Some(&here))?;
                     } else if field.kind == Kind::String {
                         // UTF-8 checked while the string is escaped, not before.
                         if wt != wire::LEN {
@@ -150,9 +172,10 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                             }
                         }
                     } else {
-                        let v = read_val(&field.kind, wt, &mut r)
-                            .map_err(|_| Bail)?
-                            .ok_or(Bail)?;
+                        if wt != field.wire_type {
+                            return Err(Bail);
+                        }
+                        let v = read_scalar(field.op, &mut r)?;
                         if field.presence || !is_default(v) {
                             self.sink.key(out, field, names, count);
                             count += 1;
@@ -167,20 +190,21 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                         }
                         let (sub, _) = r.len_delimited().map_err(|_| Bail)?;
                         self.element(field, &mut container, &mut count, elems, out);
-                        self.path.push(Seg::Field(&field.json_name));
-                        self.path.push(Seg::Index(elems));
-                        self.message(m, sub, out)?;
-                        self.path.pop();
-                        self.path.pop();
+                        let list = Path {
+                            seg: Seg::Field(&field.json_name),
+                            parent: path,
+                        };
+                        let here = Path {
+                            seg: Seg::Index(elems),
+                            parent: Some(&list),
+                        };
+                        self.message(m, sub, out, Some(&here))?;
                         elems += 1;
                     } else if wt == wire::LEN && is_packable(&field.kind) {
                         let (packed, _) = r.len_delimited().map_err(|_| Bail)?;
                         let mut pr = Reader::new(packed, 0);
-                        let pwt = packable_wire_type(&field.kind);
                         while !pr.is_empty() {
-                            let v = read_val(&field.kind, pwt, &mut pr)
-                                .map_err(|_| Bail)?
-                                .ok_or(Bail)?;
+                            let v = read_scalar(field.op, &mut pr)?;
                             self.element(field, &mut container, &mut count, elems, out);
                             self.sink.value(out, field, v, self.opts.enum_numbers);
                             elems += 1;
@@ -196,9 +220,10 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                         }
                         elems += 1;
                     } else {
-                        let v = read_val(&field.kind, wt, &mut r)
-                            .map_err(|_| Bail)?
-                            .ok_or(Bail)?;
+                        if wt != field.wire_type {
+                            return Err(Bail);
+                        }
+                        let v = read_scalar(field.op, &mut r)?;
                         self.element(field, &mut container, &mut count, elems, out);
                         self.sink.value(out, field, v, self.opts.enum_numbers);
                         elems += 1;
@@ -214,7 +239,8 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                         count += 1;
                         container = Some(self.sink.begin_map(out));
                     }
-                    self.map_entry(field, entry, &mut map_keys, elems, out)?;
+                    let keys = map_keys.get_or_insert_with(HashSet::new);
+                    self.map_entry(field, entry, keys, elems, out, path)?;
                     elems += 1;
                 }
             }
@@ -225,7 +251,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
         self.sink.end_object(out, object, count);
         if !unknown.is_empty() {
             // The reference reports a message's own unknown fields before its children's.
-            let path = crate::error::format_path(&self.path_segs());
+            let path = crate::error::format_path(&path_segs(path));
             let mine = unknown.into_iter().map(|number| UnknownField {
                 path: path.clone(),
                 number,
@@ -275,6 +301,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
         keys: &mut HashSet<u64>,
         index: usize,
         out: &mut Vec<u8>,
+        path: Option<&Path<'_>>,
     ) -> R<()> {
         let (Some(key_kind), Some((value_kind, value_plan))) = (&field.map_key, &field.map_value)
         else {
@@ -331,11 +358,15 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
         self.sink.map_key(out, &key_text, index);
         match value_plan {
             Some(m) => {
-                self.path.push(Seg::Field(&field.json_name));
-                self.path.push(Seg::Key(key_text));
-                self.message(*m, value_msg.unwrap_or(&[]), out)?;
-                self.path.pop();
-                self.path.pop();
+                let map = Path {
+                    seg: Seg::Field(&field.json_name),
+                    parent: path,
+                };
+                let here = Path {
+                    seg: Seg::Key(&key_text),
+                    parent: Some(&map),
+                };
+                self.message(*m, value_msg.unwrap_or(&[]), out, Some(&here))?;
             }
             None => {
                 let v = match value {
@@ -352,15 +383,48 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
     }
 
     /// Hands a well-known type to the reference renderer.
-    fn delegate(&mut self, plan_idx: usize, bytes: &[u8], out: &mut Vec<u8>) -> R<()> {
+    fn delegate(
+        &mut self,
+        plan_idx: usize,
+        bytes: &[u8],
+        out: &mut Vec<u8>,
+        path: Option<&Path<'_>>,
+    ) -> R<()> {
         let desc = &self.plans.msgs[plan_idx].desc;
-        let path = self.path_segs();
-        let tree = crate::decode::Renderer::at(self.opts, self.findings, path, self.depth)
-            .message(desc, bytes, 0)
-            .map_err(|_| Bail)?;
+        let tree =
+            crate::decode::Renderer::at(self.opts, self.findings, path_segs(path), self.depth)
+                .message(desc, bytes, 0)
+                .map_err(|_| Bail)?;
         self.sink.tree(out, &tree);
         Ok(())
     }
+}
+
+/// One value of a scalar field other than a string (its wire type checked by the caller),
+/// read by the field's plain kind tag.
+#[inline(always)]
+fn read_scalar<'b>(op: Op, r: &mut Reader<'b>) -> R<Val<'b>> {
+    let varint = |r: &mut Reader<'b>| r.varint().map_err(|_| Bail);
+    let fixed32 = |r: &mut Reader<'b>| r.fixed32().map_err(|_| Bail);
+    let fixed64 = |r: &mut Reader<'b>| r.fixed64().map_err(|_| Bail);
+    Ok(match op {
+        Op::Int32 => Val::I32(varint(r)? as i32),
+        Op::Int64 => Val::I64(varint(r)? as i64),
+        Op::Uint32 => Val::U32(varint(r)? as u32),
+        Op::Uint64 => Val::U64(varint(r)?),
+        Op::Sint32 => Val::I32(wire::unzigzag32(varint(r)? as u32)),
+        Op::Sint64 => Val::I64(wire::unzigzag64(varint(r)?)),
+        Op::Bool => Val::Bool(varint(r)? != 0),
+        Op::Enum => Val::Enum(varint(r)? as i32),
+        Op::Fixed32 => Val::U32(fixed32(r)?),
+        Op::Sfixed32 => Val::I32(fixed32(r)? as i32),
+        Op::Float => Val::F32(f32::from_bits(fixed32(r)?)),
+        Op::Fixed64 => Val::U64(fixed64(r)?),
+        Op::Sfixed64 => Val::I64(fixed64(r)? as i64),
+        Op::Double => Val::F64(f64::from_bits(fixed64(r)?)),
+        Op::Bytes => Val::Bytes(r.len_delimited().map_err(|_| Bail)?.0),
+        Op::Str | Op::Message => return Err(Bail),
+    })
 }
 
 /// FNV-1a, to remember map keys without keeping them.

@@ -49,11 +49,11 @@ impl Sink for Json {
         if count > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(if proto_names {
-            &field.proto_key
+        if proto_names {
+            field.proto_key.put(out)
         } else {
-            &field.json_key
-        });
+            field.json_key.put(out)
+        }
     }
 
     #[inline]
@@ -174,11 +174,11 @@ impl Sink for Msgpack {
 
     #[inline]
     fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool, _: usize) {
-        out.extend_from_slice(if proto_names {
-            &field.mp_proto_key
+        if proto_names {
+            field.mp_proto_key.put(out)
         } else {
-            &field.mp_json_key
-        });
+            field.mp_json_key.put(out)
+        }
     }
 
     #[inline]
