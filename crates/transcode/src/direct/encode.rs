@@ -283,8 +283,13 @@ fn plain_number(out: &mut Vec<u8>, op: Op, lit: &Lit<'_>) -> R<Option<bool>> {
             return Ok(None);
         }
         (_, Lit::I64(v)) => return put_int(out, op, v).map(|()| Some(v == 0)),
-        (Op::Uint64 | Op::Fixed64, Lit::U64(v)) => {
-            return put_int_u64(out, op, v).map(|()| Some(false));
+        (Op::Uint64, Lit::U64(v)) => {
+            put_varint(out, v);
+            return Ok(Some(false));
+        }
+        (Op::Fixed64, Lit::U64(v)) => {
+            out.extend_from_slice(&v.to_le_bytes());
+            return Ok(Some(false));
         }
         (_, Lit::Str(s)) => match plain_integer(s) {
             Some(v) => return put_int(out, op, v).map(|()| Some(v == 0)),
@@ -344,15 +349,6 @@ fn put_int(out: &mut Vec<u8>, op: Op, v: i64) -> R<()> {
         Op::Sfixed32 if in_i32 => out.extend_from_slice(&(v as i32).to_le_bytes()),
         Op::Sfixed64 => out.extend_from_slice(&v.to_le_bytes()),
         _ => return Err(Bail),
-    }
-    Ok(())
-}
-
-/// A u64 beyond the i64 range for a uint64 or fixed64 field.
-fn put_int_u64(out: &mut Vec<u8>, op: Op, v: u64) -> R<()> {
-    match op {
-        Op::Uint64 => put_varint(out, v),
-        _ => out.extend_from_slice(&v.to_le_bytes()),
     }
     Ok(())
 }

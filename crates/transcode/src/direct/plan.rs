@@ -409,6 +409,7 @@ fn field_plan(
     wire::put_tag(&mut tag, f.number(), wt);
     let value_kind = map_value.as_ref().map_or(&kind, |(k, _)| k);
     let null_is_value = is_value_kind(value_kind);
+    let json_key = quoted_key(f.json_name());
     let enum_is_null_value =
         matches!(value_kind, Kind::Enum(e) if e.full_name() == "google.protobuf.NullValue");
     FieldPlan {
@@ -424,8 +425,8 @@ fn field_plan(
         message,
         map_key,
         tag,
-        json_key_words: KeyWords::new(&quoted_key(f.json_name())),
-        json_key: Short::new(quoted_key(f.json_name())),
+        json_key_words: KeyWords::new(&json_key),
+        json_key: Short::new(json_key),
         proto_key: Short::new(quoted_key(f.name())),
         mp_json_key: Short::new(mp_key(f.json_name())),
         mp_proto_key: Short::new(mp_key(f.name())),
