@@ -670,3 +670,50 @@ async fn a_client_that_leaves_a_bidirectional_stream_resets_the_upstream_call() 
 
 type RecvStream<E> =
     std::pin::Pin<Box<dyn futures_core::Stream<Item = Result<Frame<Bytes>, E>> + Send>>;
+
+#[tokio::test]
+async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
+    let s = setup(edge::EdgeConfig::default()).await;
+    let metrics = |c: Client<HttpConnector, Body>| {
+        let url = format!("http://{}/metrics", s.gw.addr);
+        async move {
+            let m = request(&c, "GET", url, &[], full("")).await;
+            String::from_utf8_lossy(&m.body).into_owned()
+        }
+    };
+    const IN_FLIGHT: &str = "protogate_requests_in_flight";
+    const DONE: &str = r#"protogate_requests_total{method="library.v1.Library/WatchBooks",request_format="json",response_format="json",code="200"}"#;
+    for h2 in [false, true] {
+        let done_before = metric(&metrics(client(false)).await, DONE);
+        let c = client(h2);
+        let req = Request::get(format!(
+            "http://{}/v1/shelves/1/books:watch?count=3&interval=0.4s",
+            s.gw.addr
+        ))
+        .header("accept", "application/x-ndjson")
+        .body(full(""))
+        .unwrap();
+        let response = c.request(req).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let mut body = response.into_body();
+        // The first message is out (headers went with it); two more are 0.4 s apart.
+        body.frame().await.unwrap().unwrap();
+        let during = metrics(client(false)).await;
+        assert_eq!(metric(&during, IN_FLIGHT), 1.0, "h2 {h2}: {during}");
+        assert_eq!(metric(&during, DONE), done_before, "h2 {h2}: {during}");
+        while let Some(frame) = body.frame().await {
+            frame.unwrap();
+        }
+        // The gateway drops the body right after its last frame: poll briefly for that.
+        let mut after = String::new();
+        for _ in 0..40 {
+            after = metrics(client(false)).await;
+            if metric(&after, IN_FLIGHT) == 0.0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(metric(&after, IN_FLIGHT), 0.0, "h2 {h2}: {after}");
+        assert_eq!(metric(&after, DONE), done_before + 1.0, "h2 {h2}: {after}");
+    }
+}

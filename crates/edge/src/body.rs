@@ -13,7 +13,7 @@ use http_body_util::BodyExt;
 
 /// A response body: one buffer (with its exact length), or a stream of frames (data, then
 /// trailers) pulled only as fast as the client reads.
-pub struct ResponseBody(Inner);
+pub struct ResponseBody(Inner, Option<Box<dyn Send>>);
 
 enum Inner {
     Full(Option<Bytes>),
@@ -22,11 +22,20 @@ enum Inner {
 
 impl ResponseBody {
     pub fn full(bytes: Bytes) -> ResponseBody {
-        ResponseBody(Inner::Full((!bytes.is_empty()).then_some(bytes)))
+        ResponseBody(Inner::Full((!bytes.is_empty()).then_some(bytes)), None)
     }
 
     pub fn stream(frames: impl Stream<Item = Frame<Bytes>> + Send + 'static) -> ResponseBody {
-        ResponseBody(Inner::Stream(Box::pin(frames)))
+        ResponseBody(Inner::Stream(Box::pin(frames)), None)
+    }
+
+    pub fn is_stream(&self) -> bool {
+        matches!(self.0, Inner::Stream(_))
+    }
+
+    /// Keeps `guard` until the body is dropped: sent to its end, or abandoned by the client.
+    pub fn hold(&mut self, guard: impl Send + 'static) {
+        self.1 = Some(Box::new(guard));
     }
 }
 

@@ -144,14 +144,21 @@ impl Edge {
             ),
         };
         self.metrics.in_flight.inc();
-        let _in_flight = InFlight(&self.metrics);
+        let mut finish = Finish {
+            edge: Arc::clone(&self),
+            outcome: None,
+        };
         let (head, body) = req.into_parts();
         let result = self.dispatch(&mut ctx, &head, body).await;
-        let response = match result {
+        let mut response = match result {
             Ok(response) => response,
             Err(err) => self.error_response(&mut ctx, &err),
         };
-        self.record(&ctx, response.status());
+        finish.outcome = Some(Outcome::of(ctx, response.status()));
+        if response.body().is_stream() {
+            // A stream is in flight, and its duration runs, until its last frame is sent.
+            response.body_mut().hold(finish);
+        }
         response
     }
 
@@ -608,36 +615,33 @@ impl Edge {
     }
 
     /// Metrics and the per-request debug line: runs for every outcome.
-    fn record(&self, ctx: &RequestCtx<'_>, status: StatusCode) {
-        let method = ctx.method.map_or("unknown", |m| &*m.full_name);
+    fn record(&self, o: &Outcome) {
         let label = MethodName(
-            ctx.method
-                .map_or_else(|| self.unknown_method.clone(), |m| m.full_name.clone()),
+            o.method
+                .clone()
+                .unwrap_or_else(|| self.unknown_method.clone()),
         );
-        let (request_format, response_format) = ctx.formats.map_or(("unknown", "unknown"), |f| {
-            (f.request.as_str(), f.response.as_str())
-        });
         self.metrics
             .requests
             .get_or_create(&RequestLabels {
                 method: label.clone(),
-                request_format,
-                response_format,
-                code: status.as_u16(),
+                request_format: o.request_format,
+                response_format: o.response_format,
+                code: o.status.as_u16(),
             })
             .inc();
-        let elapsed = ctx.start.elapsed();
+        let elapsed = o.start.elapsed();
         self.metrics
             .request_duration
             .get_or_create(&MethodLabels { method: label })
             .observe(elapsed.as_secs_f64());
         tracing::debug!(
-            method,
-            request_format,
-            response_format,
-            status = status.as_u16(),
+            method = o.method.as_deref().unwrap_or("unknown"),
+            request_format = o.request_format,
+            response_format = o.response_format,
+            status = o.status.as_u16(),
             elapsed_us = elapsed.as_micros() as u64,
-            user_agent = %ctx.client.user_agent,
+            user_agent = %o.user_agent,
             "request"
         );
     }
@@ -688,11 +692,46 @@ impl Edge {
 }
 
 /// Decrements the in-flight gauge however the request ends (including cancellation).
-struct InFlight<'a>(&'a Metrics);
+/// A request counted in flight from its head until this is dropped; dropped with an outcome,
+/// the request is recorded (count by status, duration). A streamed answer holds it in its
+/// body, so a stream counts until its last frame is sent or its client leaves; a request
+/// whose client leaves before the answer has no outcome and is not recorded.
+struct Finish {
+    edge: Arc<Edge>,
+    outcome: Option<Outcome>,
+}
 
-impl Drop for InFlight<'_> {
+struct Outcome {
+    method: Option<Arc<str>>,
+    request_format: &'static str,
+    response_format: &'static str,
+    status: StatusCode,
+    start: Instant,
+    user_agent: String,
+}
+
+impl Outcome {
+    fn of(ctx: RequestCtx<'_>, status: StatusCode) -> Outcome {
+        let (request_format, response_format) = ctx.formats.map_or(("unknown", "unknown"), |f| {
+            (f.request.as_str(), f.response.as_str())
+        });
+        Outcome {
+            method: ctx.method.map(|m| m.full_name.clone()),
+            request_format,
+            response_format,
+            status,
+            start: ctx.start,
+            user_agent: ctx.client.user_agent,
+        }
+    }
+}
+
+impl Drop for Finish {
     fn drop(&mut self) {
-        self.0.in_flight.dec();
+        self.edge.metrics.in_flight.dec();
+        if let Some(outcome) = self.outcome.take() {
+            self.edge.record(&outcome);
+        }
     }
 }
 
