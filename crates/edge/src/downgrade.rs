@@ -7,7 +7,7 @@
 //! a bounded number of keys (least recently used evicted first, its pending count logged).
 
 use std::num::NonZeroUsize;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lru::LruCache;
@@ -34,22 +34,23 @@ impl Reason {
     }
 }
 
-/// Who asked: the User-Agent and, when sent, `x-client-id`.
+/// Who asked: the User-Agent and, when sent, `x-client-id`. Shared strings: the limiter's
+/// key and a stream's state take a reference, not a copy.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Client {
-    pub user_agent: String,
-    pub client_id: Option<String>,
+    pub user_agent: Arc<str>,
+    pub client_id: Option<Arc<str>>,
 }
 
 impl Client {
     /// Header values are cut to a bounded length so the limiter's memory stays bounded.
     pub fn new(user_agent: Option<&str>, client_id: Option<&str>) -> Client {
-        fn cut(s: &str) -> String {
+        fn cut(s: &str) -> Arc<str> {
             let mut end = s.len().min(200);
             while !s.is_char_boundary(end) {
                 end -= 1;
             }
-            s[..end].to_owned()
+            Arc::from(&s[..end])
         }
         Client {
             user_agent: cut(user_agent.unwrap_or("-")),
@@ -60,7 +61,7 @@ impl Client {
 
 /// One downgrade of one message.
 pub struct Downgrade<'a> {
-    pub method: &'a str,
+    pub method: &'a Arc<str>,
     pub reason: Reason,
     pub format: Format,
     pub client: &'a Client,
@@ -70,7 +71,7 @@ pub struct Downgrade<'a> {
 
 #[derive(Hash, PartialEq, Eq)]
 struct Key {
-    method: String,
+    method: Arc<str>,
     reason: Reason,
     client: Client,
 }
@@ -112,7 +113,7 @@ impl DowngradeLog {
         }
         let now = Instant::now();
         let key = Key {
-            method: d.method.to_owned(),
+            method: Arc::clone(d.method),
             reason: d.reason,
             client: d.client.clone(),
         };
@@ -242,7 +243,7 @@ mod tests {
     fn occurrence(log: &DowngradeLog, client: &str) {
         let client = Client::new(Some(client), None);
         log.record(&Downgrade {
-            method: "a.B/C",
+            method: &Arc::from("a.B/C"),
             reason: Reason::JsonRequested,
             format: Format::Json,
             client: &client,
@@ -262,7 +263,7 @@ mod tests {
         // The survivors are the most recent keys, each with one pending occurrence.
         assert!(
             seen.iter()
-                .all(|(k, e)| k.client.user_agent.as_str() >= "client-97" && e.pending == 1)
+                .all(|(k, e)| &*k.client.user_agent >= "client-97" && e.pending == 1)
         );
     }
 

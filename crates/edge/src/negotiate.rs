@@ -3,6 +3,7 @@
 //! A pure function of two headers, computed once per request; nothing reads Accept later.
 
 use http::HeaderValue;
+use std::borrow::Cow;
 use transcode::Format;
 use transcode::stream::{Framing, InFraming};
 
@@ -60,16 +61,46 @@ pub fn request_format(content_type: Option<&HeaderValue>) -> Result<Format, Edge
     let text = value
         .to_str()
         .map_err(|_| EdgeError::UnsupportedMediaType("Content-Type header is not ASCII".into()))?;
-    let parsed: mime::Mime = text.parse().map_err(|_| {
+    let essence = essence(text).ok_or_else(|| {
         EdgeError::UnsupportedMediaType(format!("Content-Type {text:?} is not a media type"))
     })?;
-    let essence = parsed.essence_str().to_ascii_lowercase();
     PREFERENCE
         .into_iter()
-        .find(|f| types_of(*f).contains(&essence.as_str()))
+        .find(|f| is_one_of(&essence, types_of(*f)))
         .ok_or_else(|| {
-            EdgeError::UnsupportedMediaType(format!("Content-Type {essence:?} is not supported"))
+            EdgeError::UnsupportedMediaType(format!(
+                "Content-Type {:?} is not supported",
+                essence.to_ascii_lowercase()
+            ))
         })
+}
+
+/// A media type's `type/subtype` (case as given), or `None` if `text` is not a media type. A
+/// bare `type/subtype` — what clients send — is taken as it is, without allocating; anything
+/// with parameters goes through the `mime` parser, which validates them.
+fn essence(text: &str) -> Option<Cow<'_, str>> {
+    let text = text.trim();
+    if bare_type(text).is_some() {
+        return Some(Cow::Borrowed(text));
+    }
+    let m: mime::Mime = text.parse().ok()?;
+    Some(Cow::Owned(m.essence_str().to_owned()))
+}
+
+/// `type/subtype` split, if `text` is exactly two RFC 9110 tokens around a slash (what `mime`
+/// accepts without parameters; a test holds the two to agree).
+fn bare_type(text: &str) -> Option<(&str, &str)> {
+    fn token(s: &str) -> bool {
+        !s.is_empty()
+            && s.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c))
+    }
+    let (ty, sub) = text.split_once('/')?;
+    (token(ty) && token(sub)).then_some((ty, sub))
+}
+
+fn is_one_of(essence: &str, types: &[&str]) -> bool {
+    types.iter().any(|t| t.eq_ignore_ascii_case(essence))
 }
 
 /// Negotiates both formats. `strict` answers 406 instead of falling back to JSON.
@@ -145,15 +176,12 @@ pub fn response_framing(
 
 /// The framing of a request stream from its Content-Type.
 pub fn request_framing(content_type: Option<&HeaderValue>) -> Result<InFraming, EdgeError> {
-    let essence = content_type
-        .and_then(|v| v.to_str().ok())
-        .and_then(|t| t.parse::<mime::Mime>().ok())
-        .map(|m| m.essence_str().to_ascii_lowercase());
+    let essence = content_type.and_then(|v| v.to_str().ok()).and_then(essence);
     match essence.as_deref() {
-        Some(t) if NDJSON.contains(&t) => Ok(InFraming::Ndjson),
-        Some(t) if JSON.contains(&t) => Ok(InFraming::JsonArray),
-        Some(t) if MSGPACK.contains(&t) => Ok(InFraming::Msgpack),
-        Some(t) if PROTOBUF.contains(&t) => Ok(InFraming::Delimited),
+        Some(t) if is_one_of(t, NDJSON) => Ok(InFraming::Ndjson),
+        Some(t) if is_one_of(t, JSON) => Ok(InFraming::JsonArray),
+        Some(t) if is_one_of(t, MSGPACK) => Ok(InFraming::Msgpack),
+        Some(t) if is_one_of(t, PROTOBUF) => Ok(InFraming::Delimited),
         _ => Err(EdgeError::UnsupportedMediaType(format!(
             "a request stream is application/x-ndjson, application/json (one array), \
              application/msgpack (consecutive values) or application/x-protobuf \
@@ -182,16 +210,33 @@ fn choose<T: Copy + PartialEq>(
     if accept.is_empty() {
         return Ok((default, false));
     }
-    let ranges = parse_accept(accept);
+    // One bare media type (what API clients send) is read without allocating.
+    let single;
+    let parsed;
+    let ranges: &[Range<'_>] = match bare_type(accept) {
+        Some((ty, sub)) => {
+            single = [Range {
+                ty: Cow::Borrowed(ty),
+                sub: Cow::Borrowed(sub),
+                q: 1000,
+            }];
+            &single
+        }
+        None => {
+            parsed = parse_accept(accept);
+            &parsed
+        }
+    };
     // q of an offer: the q of the most specific range matching any of its media types.
     let q_of = |types: &[&str]| -> u16 {
         let mut best: Option<(u8, u16)> = None;
         for ty in types {
             let (t, s) = ty.split_once('/').unwrap_or((ty, ""));
-            for r in &ranges {
-                let spec = if r.ty == t && r.sub == s {
+            for r in ranges {
+                let ty_matches = r.ty.eq_ignore_ascii_case(t);
+                let spec = if ty_matches && r.sub.eq_ignore_ascii_case(s) {
                     2
-                } else if r.ty == t && r.sub == "*" {
+                } else if ty_matches && r.sub == "*" {
                     1
                 } else if r.ty == "*" && r.sub == "*" {
                     0
@@ -205,8 +250,7 @@ fn choose<T: Copy + PartialEq>(
         }
         best.map_or(0, |(_, q)| q)
     };
-    let qs: Vec<(T, u16)> = offers.iter().map(|(f, types)| (*f, q_of(types))).collect();
-    let top = qs.iter().map(|(_, q)| *q).max().unwrap_or(0);
+    let top = offers.iter().map(|(_, t)| q_of(t)).max().unwrap_or(0);
     if top == 0 {
         if strict {
             let served: Vec<&str> = offers.iter().map(|(_, t)| t[0]).collect();
@@ -217,36 +261,48 @@ fn choose<T: Copy + PartialEq>(
         }
         return Ok((fallback, true));
     }
-    let tied = |f: T| qs.iter().any(|(g, q)| *g == f && *q == top);
+    let tied = |f: T| offers.iter().any(|(g, t)| *g == f && q_of(t) == top);
     let chosen = if tied(default) {
         default
     } else {
-        qs.iter()
+        offers
+            .iter()
             .find(|(f, _)| tied(*f))
             .map_or(fallback, |(f, _)| *f)
     };
     Ok((chosen, false))
 }
 
-struct Range {
-    ty: String,
-    sub: String,
+/// A media range of Accept; type and subtype compare case-insensitively.
+struct Range<'a> {
+    ty: Cow<'a, str>,
+    sub: Cow<'a, str>,
     /// q-value in thousandths (0..=1000).
     q: u16,
 }
 
-fn parse_accept(accept: &str) -> Vec<Range> {
+fn parse_accept(accept: &str) -> Vec<Range<'_>> {
     accept
         .split(',')
         .filter_map(|part| {
-            let m: mime::Mime = part.trim().parse().ok()?;
+            let part = part.trim();
+            if let Some((ty, sub)) = bare_type(part) {
+                return Some(Range {
+                    ty: Cow::Borrowed(ty),
+                    sub: Cow::Borrowed(sub),
+                    q: 1000,
+                });
+            }
+            let m: mime::Mime = part.parse().ok()?;
             let q = match m.get_param("q") {
                 Some(q) => parse_q(q.as_str())?,
                 None => 1000,
             };
+            // The whole subtype, suffix included (`mime`'s `subtype()` drops a `+suffix`).
+            let (ty, sub) = m.essence_str().split_once('/')?;
             Some(Range {
-                ty: m.type_().as_str().to_ascii_lowercase(),
-                sub: m.subtype().as_str().to_ascii_lowercase(),
+                ty: Cow::Owned(ty.to_owned()),
+                sub: Cow::Owned(sub.to_owned()),
                 q,
             })
         })
@@ -275,6 +331,52 @@ fn parse_q(s: &str) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The allocation-free reading of a bare `type/subtype` accepts only what `mime` accepts,
+    /// with the same type and subtype.
+    #[test]
+    fn bare_types_agree_with_the_mime_parser() {
+        let alphabet: &[u8] = b"aZ09-+.*/!#$%&'^_`|~ ;=,\"()<>@:?[]{}\t\x7f";
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut bare = 0;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 9) as usize + 1;
+            let mut t = String::new();
+            let mut y = x;
+            for _ in 0..len {
+                t.push(alphabet[(y % alphabet.len() as u64) as usize] as char);
+                y /= alphabet.len() as u64;
+                if y == 0 {
+                    y = x.rotate_left(17) | 1;
+                }
+            }
+            // Mostly one slash somewhere, so that both outcomes occur.
+            if !t.contains('/') {
+                t.insert((x as usize >> 40) % (t.len() + 1), '/');
+            }
+            if let Some((ty, sub)) = bare_type(&t) {
+                bare += 1;
+                let m: mime::Mime = t
+                    .parse()
+                    .unwrap_or_else(|e| panic!("{t:?}: mime refuses it ({e})"));
+                let essence = format!("{ty}/{sub}");
+                assert!(m.essence_str().eq_ignore_ascii_case(&essence), "{t:?}");
+                assert!(m.params().next().is_none(), "{t:?}");
+            }
+        }
+        assert!(bare > 1_000, "{bare}");
+        for t in [
+            "application/json",
+            "APPLICATION/X-Protobuf",
+            "*/*",
+            "application/*",
+        ] {
+            assert!(bare_type(t).is_some(), "{t}");
+        }
+    }
 
     fn neg(ct: &str, accept: Option<&str>, strict: bool) -> Result<(Format, bool), String> {
         let ct = HeaderValue::from_str(ct).unwrap();
@@ -319,6 +421,32 @@ mod tests {
             ("application/msgpack", Some("*/*"), Msgpack, false),
             ("application/json", Some("*/*"), Json, false),
             ("application/json", Some("application/*"), Json, false),
+            // Case-insensitive, bare or with parameters.
+            (
+                "application/json",
+                Some("APPLICATION/X-Protobuf"),
+                Protobuf,
+                false,
+            ),
+            (
+                "application/json",
+                Some("Application/MsgPack; q=1"),
+                Msgpack,
+                false,
+            ),
+            // A structured-syntax suffix names another type: nothing served, JSON anyway.
+            (
+                "application/x-protobuf",
+                Some("application/json+foo"),
+                Json,
+                true,
+            ),
+            (
+                "application/x-protobuf",
+                Some("application/vnd.x+json;q=1"),
+                Json,
+                true,
+            ),
             (
                 "application/json",
                 Some("application/x-protobuf"),

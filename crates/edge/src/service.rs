@@ -707,7 +707,7 @@ struct Outcome {
     response_format: &'static str,
     status: StatusCode,
     start: Instant,
-    user_agent: String,
+    user_agent: Arc<str>,
 }
 
 impl Outcome {
