@@ -390,3 +390,43 @@ async fn downgrades_are_counted_on_rest_routes() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn an_unsupported_body_type_is_refused_before_the_body_is_read() {
+    let (_backend, gw) = gateway(edge::EdgeConfig {
+        max_body_bytes: 1024,
+        ..edge::EdgeConfig::default()
+    })
+    .await;
+    let http = Http::h1();
+    // Over the size limit: had the body been read first, this would be 413.
+    let big = vec![b'x'; 64 * 1024];
+    let a = send(
+        &http,
+        "POST",
+        gw.addr,
+        "/v1/shelves/7/books",
+        &[("content-type", "text/plain")],
+        big.clone(),
+    )
+    .await;
+    assert_eq!(a.status, 415, "{a:?}");
+    assert!(
+        a.json()["message"].as_str().unwrap().contains("text/plain"),
+        "{a:?}"
+    );
+    // A supported type is read, and held to the limit.
+    let a = send(&http, "POST", gw.addr, "/v1/shelves/7/books", &[JSON], big).await;
+    assert_eq!(a.status, 413, "{a:?}");
+    // A route without a body still names that, whatever the type.
+    let a = send(
+        &http,
+        "GET",
+        gw.addr,
+        "/v1/shelves/1/books/2",
+        &[("content-type", "text/plain")],
+        "{}",
+    )
+    .await;
+    assert_eq!(a.status, 400, "{a:?}");
+}

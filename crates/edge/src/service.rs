@@ -297,6 +297,17 @@ impl Edge {
         B: Body<Data = Bytes> + Unpin,
         B::Error: std::fmt::Display,
     {
+        // Under an HTTP rule that takes a body, an unsupported Content-Type is refused before
+        // the body is read.
+        let content_type = head.headers.get(header::CONTENT_TYPE);
+        let body_format = match target.route {
+            Some((route, _))
+                if route.takes_body() && !route.raw_request() && !body.is_end_stream() =>
+            {
+                Some(negotiate::request_format(content_type)?)
+            }
+            _ => None,
+        };
         let body = read_limited(
             body,
             self.config.max_body_bytes,
@@ -327,7 +338,12 @@ impl Edge {
                 data: &body,
             }
         } else {
-            let format = negotiate::request_format(head.headers.get(header::CONTENT_TYPE))?;
+            let format = match body_format {
+                Some(format) => format,
+                // A rule without a body refuses any body (400, naming that), whatever its type.
+                None if !route.takes_body() => Format::Json,
+                None => negotiate::request_format(content_type)?,
+            };
             RequestBody::Formatted(format, &body)
         };
         let mut out = Vec::with_capacity(body.len() + 64);

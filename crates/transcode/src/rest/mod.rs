@@ -277,6 +277,11 @@ impl Route {
         })
     }
 
+    /// Whether the rule binds a request body (`body: "*"` or a field).
+    pub fn takes_body(&self) -> bool {
+        !matches!(self.body, BodyTarget::None)
+    }
+
     /// The request body is a `google.api.HttpBody`: raw bytes with their own content type.
     pub fn raw_request(&self) -> bool {
         match &self.body {
