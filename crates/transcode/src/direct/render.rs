@@ -338,24 +338,27 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                 _ => return Err(Bail),
             }
         }
-        let key_text = match key {
-            Some(Val::Str(s)) => s.to_owned(),
-            Some(Val::I32(x) | Val::Enum(x)) => x.to_string(),
-            Some(Val::I64(x)) => x.to_string(),
-            Some(Val::U32(x)) => x.to_string(),
-            Some(Val::U64(x)) => x.to_string(),
-            Some(Val::Bool(b)) => b.to_string(),
+        // The key as text, borrowed or formatted on the stack: no allocation per entry.
+        let mut digits = itoa::Buffer::new();
+        let key_text: &str = match key {
+            Some(Val::Str(s)) => s,
+            Some(Val::I32(x) | Val::Enum(x)) => digits.format(x),
+            Some(Val::I64(x)) => digits.format(x),
+            Some(Val::U32(x)) => digits.format(x),
+            Some(Val::U64(x)) => digits.format(x),
+            Some(Val::Bool(true)) => "true",
+            Some(Val::Bool(false)) => "false",
             Some(_) => return Err(Bail),
             None => match key_kind {
-                prost_reflect::Kind::String => String::new(),
-                prost_reflect::Kind::Bool => "false".to_owned(),
-                _ => "0".to_owned(),
+                prost_reflect::Kind::String => "",
+                prost_reflect::Kind::Bool => "false",
+                _ => "0",
             },
         };
         if !keys.insert(fnv(key_text.as_bytes())) {
             return Err(Bail);
         }
-        self.sink.map_key(out, &key_text, index);
+        self.sink.map_key(out, key_text, index);
         match value_plan {
             Some(m) => {
                 let map = Path {
@@ -363,7 +366,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                     parent: path,
                 };
                 let here = Path {
-                    seg: Seg::Key(&key_text),
+                    seg: Seg::Key(key_text),
                     parent: Some(&map),
                 };
                 self.message(*m, value_msg.unwrap_or(&[]), out, Some(&here))?;
