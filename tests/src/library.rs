@@ -308,8 +308,38 @@ impl tower::Service<http::Request<tonic::body::Body>> for Dispatch {
                 Ok(grpc.unary(crate::RawEcho, req).await)
             });
         }
+        if req.uri().path() == "/library.v1.Library/WatchBooks"
+            && req
+                .headers()
+                .get("x-test-stream")
+                .is_some_and(|v| v == "broken-utf8")
+        {
+            return Box::pin(async move {
+                let mut grpc = tonic::server::Grpc::new(edge::BytesCodec);
+                Ok(grpc.server_streaming(BrokenUtf8Stream, req).await)
+            });
+        }
         let mut generated = self.0.clone();
         Box::pin(async move { tower::Service::call(&mut generated, req).await })
+    }
+}
+
+/// WatchBooks asked for with metadata `x-test-stream: broken-utf8`: one good book, then a book
+/// whose title is not UTF-8 (no JSON rendering exists for it), then one more good book.
+struct BrokenUtf8Stream;
+
+impl tonic::server::ServerStreamingService<bytes::Bytes> for BrokenUtf8Stream {
+    type Response = bytes::Bytes;
+    type ResponseStream =
+        Pin<Box<dyn Stream<Item = Result<bytes::Bytes, Status>> + Send + 'static>>;
+    type Future = std::future::Ready<Result<Response<Self::ResponseStream>, Status>>;
+
+    fn call(&mut self, _: Request<bytes::Bytes>) -> Self::Future {
+        // Field 2 (title), length-delimited.
+        let good = bytes::Bytes::from_static(b"\x12\x04good");
+        let broken = bytes::Bytes::from_static(b"\x12\x02\xff\xfe");
+        let messages = vec![Ok(good.clone()), Ok(broken), Ok(good)];
+        std::future::ready(Ok(Response::new(Box::pin(tokio_stream::iter(messages)))))
     }
 }
 

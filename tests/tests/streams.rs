@@ -717,3 +717,51 @@ async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
         assert_eq!(metric(&after, DONE), done_before + 1.0, "h2 {h2}: {after}");
     }
 }
+
+#[tokio::test]
+async fn a_message_that_does_not_render_ends_the_stream_cleanly_in_every_framing() {
+    let s = setup(edge::EdgeConfig::default()).await;
+    // HTTP/2: the trailers reach the client.
+    let c = client(true);
+    let url = format!("http://{}/v1/shelves/1/books:watch?count=3", s.gw.addr);
+    let broken = ("grpc-metadata-x-test-stream", "broken-utf8");
+    for (accept, framing) in [
+        ("application/x-ndjson", InFraming::Ndjson),
+        ("application/json", InFraming::JsonArray),
+    ] {
+        let w = request(
+            &c,
+            "GET",
+            url.clone(),
+            &[("accept", accept), broken],
+            full(""),
+        )
+        .await;
+        assert_eq!(w.status, StatusCode::OK);
+        // The whole body is well-formed: the good message, then the error record (nothing of
+        // the failed message, not even its separator), and nothing after.
+        let records = messages(framing, &w.body);
+        assert_eq!(
+            records.len(),
+            2,
+            "{accept}: {:?}",
+            String::from_utf8_lossy(&w.body)
+        );
+        assert_eq!(records[0]["title"], "good");
+        assert_eq!(records[1]["@error"]["code"], 13, "{accept}: {records:?}");
+        let trailers = w.trailers.expect("trailers");
+        assert_eq!(trailers["grpc-status"], "13");
+    }
+    let w = request(
+        &c,
+        "GET",
+        url,
+        &[("accept", "text/event-stream"), broken],
+        full(""),
+    )
+    .await;
+    let events = sse_events(&w.body);
+    assert_eq!(events.len(), 2, "{:?}", String::from_utf8_lossy(&w.body));
+    assert_eq!(events[0].1["title"], "good");
+    assert_eq!(events[1].0, "error");
+}

@@ -65,27 +65,38 @@ impl Framing {
 
     /// Frames message number `index` (0-based), already rendered in [`Self::format`].
     pub fn record(self, index: usize, message: &[u8], out: &mut Vec<u8>) {
+        if self == Framing::Delimited {
+            wire::put_varint(out, message.len() as u64);
+            out.extend_from_slice(message);
+            return;
+        }
+        self.record_start(index, out);
+        out.extend_from_slice(message);
+        self.record_end(out);
+    }
+
+    /// Whether a message can be rendered straight into the frame between
+    /// [`Self::record_start`] and [`Self::record_end`]: every framing but the length-prefixed
+    /// one.
+    pub fn frames_in_place(self) -> bool {
+        self != Framing::Delimited
+    }
+
+    /// What goes before message number `index` (a [`Self::frames_in_place`] framing).
+    pub fn record_start(self, index: usize, out: &mut Vec<u8>) {
         match self {
-            Framing::Ndjson => {
-                out.extend_from_slice(message);
-                out.push(b'\n');
-            }
-            Framing::JsonArray => {
-                if index > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(message);
-            }
-            Framing::Sse => {
-                out.extend_from_slice(b"data: ");
-                out.extend_from_slice(message);
-                out.extend_from_slice(b"\n\n");
-            }
-            Framing::Msgpack => out.extend_from_slice(message),
-            Framing::Delimited => {
-                wire::put_varint(out, message.len() as u64);
-                out.extend_from_slice(message);
-            }
+            Framing::JsonArray if index > 0 => out.push(b','),
+            Framing::Sse => out.extend_from_slice(b"data: "),
+            _ => {}
+        }
+    }
+
+    /// What goes after a message (a [`Self::frames_in_place`] framing).
+    pub fn record_end(self, out: &mut Vec<u8>) {
+        match self {
+            Framing::Ndjson => out.push(b'\n'),
+            Framing::Sse => out.extend_from_slice(b"\n\n"),
+            _ => {}
         }
     }
 

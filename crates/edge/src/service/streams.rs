@@ -545,20 +545,29 @@ impl StreamState {
             self.count += 1;
             return Ok(());
         }
-        let mut rendered = Vec::with_capacity(message.len() * 2);
+        // Rendered straight into the frame, unless the framing needs the length first.
+        let in_place = self.framing.frames_in_place();
+        let mark = out.len();
+        let mut separate = Vec::new();
+        let rendered = if in_place {
+            self.framing.record_start(self.count, out);
+            &mut *out
+        } else {
+            separate.reserve(message.len() * 2);
+            &mut separate
+        };
         let findings = match &self.route {
-            Some(route) => {
-                route.response(&edge.schema, to, message, &mut rendered, &edge.transcode)
-            }
+            Some(route) => route.response(&edge.schema, to, message, rendered, &edge.transcode),
             None => edge.schema.from_protobuf(
                 &self.method.output,
                 to,
                 message,
-                &mut rendered,
+                rendered,
                 &edge.transcode,
             ),
         }
         .map_err(|e| {
+            out.truncate(mark);
             EdgeError::Internal(format!(
                 "upstream message {} does not render as {}: {e}",
                 self.count,
@@ -577,7 +586,11 @@ impl StreamState {
             &findings,
             self.count == 0 || first_loss,
         );
-        self.framing.record(self.count, &rendered, out);
+        if in_place {
+            self.framing.record_end(out);
+        } else {
+            self.framing.record(self.count, &separate, out);
+        }
         self.count += 1;
         Ok(())
     }
