@@ -430,3 +430,28 @@ async fn an_unsupported_body_type_is_refused_before_the_body_is_read() {
     .await;
     assert_eq!(a.status, 400, "{a:?}");
 }
+
+#[tokio::test]
+async fn an_empty_body_needs_no_content_type_however_it_is_framed() {
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+    type Empty = http_body_util::StreamBody<
+        futures_util::stream::Empty<Result<http_body::Frame<Bytes>, std::convert::Infallible>>,
+    >;
+    let (_backend, gw) = gateway(edge::EdgeConfig::default()).await;
+    for h2 in [false, true] {
+        let mut b = Client::builder(TokioExecutor::new());
+        b.http2_only(h2);
+        let client: Client<_, Empty> = b.build_http();
+        // A body of unknown length that turns out empty (h1: chunked; h2: DATA with
+        // END_STREAM), with a type the gateway does not read: nothing to refuse.
+        let req = Request::post(format!("http://{}/v1/shelves/7/books", gw.addr))
+            .header("content-type", "text/plain")
+            .body(http_body_util::StreamBody::new(
+                futures_util::stream::empty(),
+            ))
+            .unwrap();
+        let response = client.request(req).await.unwrap();
+        assert_eq!(response.status(), 200, "h2 {h2}");
+    }
+}

@@ -715,6 +715,33 @@ async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
         }
         assert_eq!(metric(&after, IN_FLIGHT), 0.0, "h2 {h2}: {after}");
         assert_eq!(metric(&after, DONE), done_before + 1.0, "h2 {h2}: {after}");
+
+        // A client that leaves mid-stream: counted as 499 when the gateway notices.
+        const LEFT: &str = r#"protogate_requests_total{method="library.v1.Library/WatchBooks",request_format="json",response_format="json",code="499"}"#;
+        let left_before = metric(&after, LEFT);
+        let c = client(h2);
+        let req = Request::get(format!(
+            "http://{}/v1/shelves/1/books:watch?count=1000&interval=0.05s",
+            s.gw.addr
+        ))
+        .header("accept", "application/x-ndjson")
+        .body(full(""))
+        .unwrap();
+        let mut body = c.request(req).await.unwrap().into_body();
+        body.frame().await.unwrap().unwrap();
+        drop(body);
+        drop(c);
+        let mut after = String::new();
+        for _ in 0..80 {
+            after = metrics(client(false)).await;
+            if metric(&after, LEFT) > left_before {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(metric(&after, LEFT), left_before + 1.0, "h2 {h2}: {after}");
+        assert_eq!(metric(&after, IN_FLIGHT), 0.0, "h2 {h2}: {after}");
+        assert_eq!(metric(&after, DONE), done_before + 1.0, "h2 {h2}: {after}");
     }
 }
 

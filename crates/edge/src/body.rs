@@ -13,7 +13,18 @@ use http_body_util::BodyExt;
 
 /// A response body: one buffer (with its exact length), or a stream of frames (data, then
 /// trailers) pulled only as fast as the client reads.
-pub struct ResponseBody(Inner, Option<Box<dyn Send>>);
+pub struct ResponseBody {
+    inner: Inner,
+    /// Told when the body is dropped, and whether it was sent to its end.
+    on_end: Option<Box<dyn BodyEnd>>,
+    ended: bool,
+}
+
+/// What a [`ResponseBody`] tells when it is dropped: `complete` if every frame was taken (the
+/// answer was sent), false if the client left before.
+pub trait BodyEnd: Send {
+    fn body_end(self: Box<Self>, complete: bool);
+}
 
 enum Inner {
     Full(Option<Bytes>),
@@ -22,20 +33,36 @@ enum Inner {
 
 impl ResponseBody {
     pub fn full(bytes: Bytes) -> ResponseBody {
-        ResponseBody(Inner::Full((!bytes.is_empty()).then_some(bytes)), None)
+        ResponseBody::new(Inner::Full((!bytes.is_empty()).then_some(bytes)))
     }
 
     pub fn stream(frames: impl Stream<Item = Frame<Bytes>> + Send + 'static) -> ResponseBody {
-        ResponseBody(Inner::Stream(Box::pin(frames)), None)
+        ResponseBody::new(Inner::Stream(Box::pin(frames)))
+    }
+
+    fn new(inner: Inner) -> ResponseBody {
+        ResponseBody {
+            inner,
+            on_end: None,
+            ended: false,
+        }
     }
 
     pub fn is_stream(&self) -> bool {
-        matches!(self.0, Inner::Stream(_))
+        matches!(self.inner, Inner::Stream(_))
     }
 
-    /// Keeps `guard` until the body is dropped: sent to its end, or abandoned by the client.
-    pub fn hold(&mut self, guard: impl Send + 'static) {
-        self.1 = Some(Box::new(guard));
+    /// Calls `on_end` when the body is dropped: sent to its end, or abandoned by the client.
+    pub fn on_end(&mut self, on_end: impl BodyEnd + 'static) {
+        self.on_end = Some(Box::new(on_end));
+    }
+}
+
+impl Drop for ResponseBody {
+    fn drop(&mut self) {
+        if let Some(on_end) = self.on_end.take() {
+            on_end.body_end(self.ended);
+        }
     }
 }
 
@@ -47,18 +74,26 @@ impl Body for ResponseBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match &mut self.0 {
+        let this = &mut *self;
+        let next = match &mut this.inner {
             Inner::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             Inner::Stream(s) => s.as_mut().poll_next(cx).map(|f| f.map(Ok)),
-        }
+        };
+        // Trailers are the last frame: hyper does not poll past them.
+        this.ended |= match &next {
+            Poll::Ready(None) => true,
+            Poll::Ready(Some(Ok(frame))) => frame.is_trailers(),
+            _ => false,
+        };
+        next
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self.0, Inner::Full(None))
+        matches!(self.inner, Inner::Full(None))
     }
 
     fn size_hint(&self) -> SizeHint {
-        match &self.0 {
+        match &self.inner {
             Inner::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Inner::Stream(_) => SizeHint::default(),
         }

@@ -15,7 +15,7 @@ use transcode::{Findings, Format, MessageDescriptor, Method, Schema, StreamingKi
 
 use crate::EdgeConfig;
 pub use crate::body::ResponseBody;
-use crate::body::read_limited;
+use crate::body::{BodyEnd, read_limited};
 use crate::downgrade::{Client, Downgrade, DowngradeLog, Reason};
 use crate::error::{Code, EdgeError};
 use crate::metrics::{DowngradeLabels, MethodLabels, MethodName, Metrics, RequestLabels};
@@ -157,7 +157,7 @@ impl Edge {
         finish.outcome = Some(Outcome::of(ctx, response.status()));
         if response.body().is_stream() {
             // A stream is in flight, and its duration runs, until its last frame is sent.
-            response.body_mut().hold(finish);
+            response.body_mut().on_end(finish);
         }
         response
     }
@@ -297,12 +297,13 @@ impl Edge {
         B: Body<Data = Bytes> + Unpin,
         B::Error: std::fmt::Display,
     {
-        // Under an HTTP rule that takes a body, an unsupported Content-Type is refused before
-        // the body is read.
+        // Under an HTTP rule that takes a body, an unsupported Content-Type on a body known to
+        // be non-empty (a Content-Length) is refused before the body is read; other bodies
+        // are checked once read (an empty one needs no type).
         let content_type = head.headers.get(header::CONTENT_TYPE);
         let body_format = match target.route {
             Some((route, _))
-                if route.takes_body() && !route.raw_request() && !body.is_end_stream() =>
+                if route.takes_body() && !route.raw_request() && body.size_hint().lower() > 0 =>
             {
                 Some(negotiate::request_format(content_type)?)
             }
@@ -744,9 +745,20 @@ impl Outcome {
 
 impl Drop for Finish {
     fn drop(&mut self) {
-        self.edge.metrics.in_flight.dec();
+        // Recorded before it leaves the gauge: in-flight 0 means counted.
         if let Some(outcome) = self.outcome.take() {
             self.edge.record(&outcome);
+        }
+        self.edge.metrics.in_flight.dec();
+    }
+}
+
+impl BodyEnd for Finish {
+    /// A streamed answer whose client left before its end is counted as 499 (the client
+    /// closed the request), whatever status its headers carried.
+    fn body_end(mut self: Box<Self>, complete: bool) {
+        if !complete && let Some(outcome) = &mut self.outcome {
+            outcome.status = StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST);
         }
     }
 }
