@@ -60,7 +60,15 @@ pub(crate) enum Converted<'v> {
 }
 
 /// The smallest double that rounds to infinity as a float32: float32's maximum plus half an ULP.
-pub(crate) const FLOAT_ROUNDS_TO_INFINITY: f64 = 3.4028235677973366e38;
+const FLOAT_ROUNDS_TO_INFINITY: f64 = 3.4028235677973366e38;
+
+/// A double as a float field's value, `None` if it is finite but rounds to infinity as a
+/// float32 (values that round to a finite float32 are accepted: the shortest form of
+/// float32's maximum, 3.4028235e38, lies just above it).
+#[inline]
+pub(crate) fn to_f32(f: f64) -> Option<f32> {
+    (!f.is_finite() || f.abs() < FLOAT_ROUNDS_TO_INFINITY).then_some(f as f32)
+}
 
 /// Converts a scalar for a field of `kind` (not a message kind).
 pub(crate) fn convert<'v>(
@@ -70,18 +78,10 @@ pub(crate) fn convert<'v>(
 ) -> Result<Converted<'v>, Error> {
     Ok(Converted::Value(match kind {
         Kind::Double => Scalar::F64(float_value(v)?),
-        Kind::Float => {
-            let f = float_value(v)?;
-            // Values that round to a finite float32 are accepted: the shortest form of
-            // float32's maximum (3.4028235e38) lies just above it.
-            if f.is_finite() && f.abs() >= FLOAT_ROUNDS_TO_INFINITY {
-                return Err(Error::invalid(
-                    "number within the float range",
-                    number_text(v),
-                ));
-            }
-            Scalar::F32(f as f32)
-        }
+        Kind::Float => Scalar::F32(
+            to_f32(float_value(v)?)
+                .ok_or_else(|| Error::invalid("number within the float range", number_text(v)))?,
+        ),
         Kind::Bool => match v {
             Lit::Bool(b) => Scalar::Bool(*b),
             other => return Err(Error::wrong_type("boolean", other.type_name())),

@@ -196,7 +196,10 @@ impl Schema {
     }
 
     /// Converts `input` in format `from` to protobuf wire bytes of message `desc`, appended to
-    /// `out`. Protobuf input is copied unchanged (pass-through never re-encodes).
+    /// `out`. Protobuf input is copied unchanged (pass-through never re-encodes). `desc`
+    /// should come from this schema ([`Schema::message`], its methods): a descriptor of
+    /// another pool is converted correctly but always by the slower reference path (the
+    /// same holds for [`Schema::from_protobuf`]).
     pub fn to_protobuf(
         &self,
         desc: &MessageDescriptor,

@@ -227,7 +227,7 @@ fn put_plain(out: &mut Vec<u8>, tag: &[u8], op: Op, lit: &Lit<'_>, always: bool)
     match (op, lit) {
         (Op::Str, Lit::Str(s)) => {
             if always || !s.is_empty() {
-                put_tag(out, tag);
+                put_tag_bytes(out, tag);
                 put_varint(out, s.len() as u64);
                 out.extend_from_slice(s.as_bytes());
             }
@@ -235,15 +235,16 @@ fn put_plain(out: &mut Vec<u8>, tag: &[u8], op: Op, lit: &Lit<'_>, always: bool)
         }
         (Op::Bool, Lit::Bool(b)) => {
             if always || *b {
-                put_tag(out, tag);
+                put_tag_bytes(out, tag);
                 out.push(u8::from(*b));
             }
             Ok(true)
         }
+        (Op::Str | Op::Bool | Op::Bytes | Op::Enum | Op::Message, _) => Ok(false),
         _ => {
             // Numbers: the value's bits are zero exactly for the default (-0.0 is written).
             let at = out.len();
-            put_tag(out, tag);
+            put_tag_bytes(out, tag);
             match plain_number(out, op, lit)? {
                 None => {
                     out.truncate(at);
@@ -301,10 +302,7 @@ fn plain_number(out: &mut Vec<u8>, op: Op, lit: &Lit<'_>) -> R<Option<bool>> {
         out.extend_from_slice(&f.to_le_bytes());
         Ok(Some(f.to_bits() == 0))
     } else {
-        if f.is_finite() && f.abs() >= scalar::FLOAT_ROUNDS_TO_INFINITY {
-            return Err(Bail);
-        }
-        let f = f as f32;
+        let f = scalar::to_f32(f).ok_or(Bail)?;
         out.extend_from_slice(&f.to_le_bytes());
         Ok(Some(f.to_bits() == 0))
     }
@@ -355,7 +353,7 @@ fn put_int(out: &mut Vec<u8>, op: Op, v: i64) -> R<()> {
 
 /// A pre-encoded tag (almost always one byte).
 #[inline(always)]
-fn put_tag(out: &mut Vec<u8>, tag: &[u8]) {
+fn put_tag_bytes(out: &mut Vec<u8>, tag: &[u8]) {
     if let [b] = tag {
         out.push(*b);
     } else {

@@ -44,7 +44,9 @@ impl<'a> JsonSrc<'a> {
         }
     }
 
-    /// A key without escapes, as raw bytes; keys with escapes are left to the reference.
+    /// A key without escapes, as raw bytes; keys with escapes are left to the reference
+    /// (except one spelled exactly as the expected field's escaped key, which `next_field`
+    /// recognises: it names that field all the same).
     fn raw_key(&mut self) -> R<&'a [u8]> {
         if self.peek() != Some(b'"') {
             return Err(Bail);
@@ -245,14 +247,14 @@ impl<'a> JsonSrc<'a> {
     }
 
     /// The common numbers in one pass: at most 19 digits, no exponent, and for fractions a
-    /// value exactly computed as `digits / 10^k` (digits ≤ 2^53, k ≤ 22: both exact doubles,
+    /// value exactly computed as `digits / 10^k` (digits ≤ 2^53, k ≤ 18: both exact doubles,
     /// so the division rounds once, correctly — what serde_json's float_roundtrip parsing
     /// gives). `None`, nothing consumed, for the rest.
     #[inline]
     fn short_number(&mut self) -> Option<Lit<'static>> {
-        const POW10: [f64; 23] = [
+        const POW10: [f64; 19] = [
             1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-            1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+            1e16, 1e17, 1e18,
         ];
         let b = self.input;
         let neg = b.get(self.pos) == Some(&b'-');
@@ -276,20 +278,7 @@ impl<'a> JsonSrc<'a> {
             Some(b'e' | b'E') => return None,
             _ => {
                 self.pos = i;
-                return Some(if !neg {
-                    if mag <= i64::MAX as u64 {
-                        Lit::I64(mag as i64)
-                    } else {
-                        Lit::U64(mag)
-                    }
-                } else if mag == 0 {
-                    // serde_json reads `-0` as the double -0.0.
-                    Lit::F64(-0.0)
-                } else if mag <= 1 << 63 {
-                    Lit::I64((mag as i64).wrapping_neg())
-                } else {
-                    Lit::BigInt(-(mag as f64))
-                });
+                return Some(integer_lit(neg, mag));
             }
         }
         let frac_start = i + 1;
@@ -305,13 +294,12 @@ impl<'a> JsonSrc<'a> {
         let frac_digits = j - frac_start;
         if frac_digits == 0
             || int_digits + frac_digits > 19
-            || frac_digits >= POW10.len()
             || mag > 1 << 53
             || matches!(b.get(j), Some(b'e' | b'E'))
         {
             return None;
         }
-        let f = mag as f64 / POW10[frac_digits];
+        let f = mag as f64 / POW10.get(frac_digits)?;
         self.pos = j;
         Some(Lit::F64(if neg { -f } else { f }))
     }
@@ -354,20 +342,26 @@ impl<'a> JsonSrc<'a> {
                 }
             }
         }
-        Ok(if !neg {
-            if mag <= i64::MAX as u64 {
-                Lit::I64(mag as i64)
-            } else {
-                Lit::U64(mag)
-            }
-        } else if mag == 0 {
-            // serde_json reads `-0` as the double -0.0.
-            Lit::F64(-0.0)
-        } else if mag <= 1 << 63 {
-            Lit::I64((mag as i64).wrapping_neg())
+        Ok(integer_lit(neg, mag))
+    }
+}
+
+/// An integer literal of magnitude `mag` as serde_json reads it.
+#[inline(always)]
+fn integer_lit(neg: bool, mag: u64) -> Lit<'static> {
+    if !neg {
+        if mag <= i64::MAX as u64 {
+            Lit::I64(mag as i64)
         } else {
-            Lit::BigInt(-(mag as f64))
-        })
+            Lit::U64(mag)
+        }
+    } else if mag == 0 {
+        // serde_json reads `-0` as the double -0.0.
+        Lit::F64(-0.0)
+    } else if mag <= 1 << 63 {
+        Lit::I64((mag as i64).wrapping_neg())
+    } else {
+        Lit::BigInt(-(mag as f64))
     }
 }
 

@@ -46,7 +46,9 @@ impl Hasher for FastHasher {
 
     #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        // The multiply leaves the low bits (where hashbrown picks the bucket) depending on the
+        // low input bits only — all zero for aligned addresses: rotate the high ones down.
+        self.0.rotate_left(26)
     }
 }
 
