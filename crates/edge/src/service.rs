@@ -708,11 +708,11 @@ impl Edge {
     }
 }
 
-/// Decrements the in-flight gauge however the request ends (including cancellation).
 /// A request counted in flight from its head until this is dropped; dropped with an outcome,
 /// the request is recorded (count by status, duration). A streamed answer holds it in its
 /// body, so a stream counts until its last frame is sent or its client leaves; a request
-/// whose client leaves before the answer has no outcome and is not recorded.
+/// whose client leaves before the answer has no outcome and is not recorded (the gauge drops
+/// all the same).
 struct Finish {
     edge: Arc<Edge>,
     outcome: Option<Outcome>,
