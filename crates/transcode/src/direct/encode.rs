@@ -54,11 +54,11 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
         if plan.fields.len() > 256 {
             return Err(Bail);
         }
-        self.src.object()?;
+        let mut open = self.src.object()?;
         let mut seen = [0u64; 4];
         let mut oneofs = 0u64;
         let mut hint = 0usize;
-        while let Some(fi) = self.src.next_field(plan, hint)? {
+        while let Some(fi) = self.src.next_field(&mut open, plan, hint)? {
             let (word, bit) = (fi / 64, 1u64 << (fi % 64));
             if seen[word] & bit != 0 {
                 return Err(Bail);
@@ -129,13 +129,13 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
     }
 
     fn list(&mut self, field: &FieldPlan, out: &mut Vec<u8>) -> R<()> {
-        self.src.array()?;
+        let mut open = self.src.array()?;
         if field.packed {
             let start = out.len();
             out.extend_from_slice(&field.tag);
             let len_at = out.len();
             out.push(0);
-            while self.src.next_element()? {
+            while self.src.next_element(&mut open)? {
                 let lit = self.src.scalar()?;
                 if plain_value(out, field.op, &lit)? {
                     continue;
@@ -153,7 +153,7 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
             }
             return Ok(());
         }
-        while self.src.next_element()? {
+        while self.src.next_element(&mut open)? {
             if self.src.peek_null() {
                 return Err(Bail);
             }
@@ -170,9 +170,9 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
         else {
             return Err(Bail);
         };
-        self.src.object()?;
+        let mut open = self.src.object()?;
         let mut keys: Vec<&'a [u8]> = Vec::new();
-        while let Some(key) = self.src.next_key()? {
+        while let Some(key) = self.src.next_key(&mut open)? {
             // Duplicate keys are an error in the reference; leave them to it.
             if keys.len() >= 64 || keys.contains(&key) {
                 return Err(Bail);

@@ -12,9 +12,6 @@ pub(crate) struct JsonSrc<'a> {
     text: &'a str,
     input: &'a [u8],
     pos: usize,
-    /// No key or element of the innermost open container read yet. One flag is enough: a
-    /// container closes inside a value of its parent, whose first entry is then read.
-    first: bool,
     /// Unescaped strings, reused.
     scratch: String,
 }
@@ -27,7 +24,6 @@ impl<'a> JsonSrc<'a> {
             text,
             input,
             pos: 0,
-            first: false,
             scratch: String::new(),
         };
         s.ws();
@@ -97,12 +93,12 @@ impl<'a> JsonSrc<'a> {
     }
 
     /// After a key or element: the separator or the end of the container.
-    fn separator(&mut self, close: u8) -> R<bool> {
+    fn separator(&mut self, close: u8, first: &mut bool) -> R<bool> {
         if matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
             self.ws();
         }
-        if self.first {
-            self.first = false;
+        if *first {
+            *first = false;
             if self.peek() == Some(close) {
                 self.pos += 1;
                 return Ok(false);
@@ -366,22 +362,24 @@ fn integer_lit(neg: bool, mag: u64) -> Lit<'static> {
 }
 
 impl<'a> Source<'a> for JsonSrc<'a> {
-    fn object(&mut self) -> R<()> {
+    /// Whether no entry has been read yet.
+    type Open = bool;
+
+    fn object(&mut self) -> R<bool> {
         self.eat(b'{')?;
-        self.first = true;
-        Ok(())
+        Ok(true)
     }
 
-    fn next_key(&mut self) -> R<Option<&'a [u8]>> {
-        if !self.separator(b'}')? {
+    fn next_key(&mut self, first: &mut bool) -> R<Option<&'a [u8]>> {
+        if !self.separator(b'}', first)? {
             return Ok(None);
         }
         self.key().map(Some)
     }
 
     #[inline]
-    fn next_field(&mut self, plan: &MsgPlan, hint: usize) -> R<Option<usize>> {
-        if !self.separator(b'}')? {
+    fn next_field(&mut self, first: &mut bool, plan: &MsgPlan, hint: usize) -> R<Option<usize>> {
+        if !self.separator(b'}', first)? {
             return Ok(None);
         }
         // Compact JSON whose keys come in declaration order: the expected `"key":` is
@@ -399,14 +397,13 @@ impl<'a> Source<'a> for JsonSrc<'a> {
         plan.by_key(key, hint).map(Some).ok_or(Bail)
     }
 
-    fn array(&mut self) -> R<()> {
+    fn array(&mut self) -> R<bool> {
         self.eat(b'[')?;
-        self.first = true;
-        Ok(())
+        Ok(true)
     }
 
-    fn next_element(&mut self) -> R<bool> {
-        let more = self.separator(b']')?;
+    fn next_element(&mut self, first: &mut bool) -> R<bool> {
+        let more = self.separator(b']', first)?;
         self.ws();
         Ok(more)
     }

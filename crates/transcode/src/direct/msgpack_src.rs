@@ -8,8 +8,6 @@ use crate::scalar::Lit;
 pub(crate) struct MsgpackSrc<'a> {
     input: &'a [u8],
     pos: usize,
-    /// Entries (maps) or elements (arrays) left in each open container.
-    left: Vec<u32>,
 }
 
 /// A container header: map or array, and its length.
@@ -21,11 +19,7 @@ enum Header {
 
 impl<'a> MsgpackSrc<'a> {
     pub(crate) fn new(input: &'a [u8]) -> MsgpackSrc<'a> {
-        MsgpackSrc {
-            input,
-            pos: 0,
-            left: Vec::new(),
-        }
+        MsgpackSrc { input, pos: 0 }
     }
 
     #[inline]
@@ -153,31 +147,30 @@ impl<'a> MsgpackSrc<'a> {
             _ => return Err(Bail),
         })
     }
+}
 
-    fn count_down(&mut self) -> R<bool> {
-        let left = self.left.last_mut().ok_or(Bail)?;
-        if *left == 0 {
-            self.left.pop();
-            return Ok(false);
-        }
-        *left -= 1;
-        Ok(true)
+/// Takes one entry of a container with `left` entries to go, if any.
+fn count_down(left: &mut u32) -> bool {
+    if *left == 0 {
+        return false;
     }
+    *left -= 1;
+    true
 }
 
 impl<'a> Source<'a> for MsgpackSrc<'a> {
-    fn object(&mut self) -> R<()> {
+    /// Entries (maps) or elements (arrays) left.
+    type Open = u32;
+
+    fn object(&mut self) -> R<u32> {
         match self.header()? {
-            Header::Map(n) => {
-                self.left.push(n);
-                Ok(())
-            }
+            Header::Map(n) => Ok(n),
             _ => Err(Bail),
         }
     }
 
-    fn next_key(&mut self) -> R<Option<&'a [u8]>> {
-        if !self.count_down()? {
+    fn next_key(&mut self, left: &mut u32) -> R<Option<&'a [u8]>> {
+        if !count_down(left) {
             return Ok(None);
         }
         // Message keys are strings; anything else is the reference's to judge.
@@ -185,18 +178,15 @@ impl<'a> Source<'a> for MsgpackSrc<'a> {
         self.take(len).map(Some)
     }
 
-    fn array(&mut self) -> R<()> {
+    fn array(&mut self) -> R<u32> {
         match self.header()? {
-            Header::Array(n) => {
-                self.left.push(n);
-                Ok(())
-            }
+            Header::Array(n) => Ok(n),
             _ => Err(Bail),
         }
     }
 
-    fn next_element(&mut self) -> R<bool> {
-        self.count_down()
+    fn next_element(&mut self, left: &mut u32) -> R<bool> {
+        Ok(count_down(left))
     }
 
     fn peek_null(&mut self) -> bool {

@@ -8,23 +8,31 @@ use crate::scalar::Lit;
 pub(crate) type R<T> = Result<T, Bail>;
 
 pub(crate) trait Source<'a> {
+    /// The reading state of one open object or array, kept by the caller (on its stack, so
+    /// nesting allocates nothing): JSON's "no entry read yet", MessagePack's entries left.
+    type Open;
     /// Enters an object (JSON `{`, a MessagePack map).
-    fn object(&mut self) -> R<()>;
-    /// The next key of the current object without escapes, or `None` at its end.
-    fn next_key(&mut self) -> R<Option<&'a [u8]>>;
+    fn object(&mut self) -> R<Self::Open>;
+    /// The next key of the object `open` without escapes, or `None` at its end.
+    fn next_key(&mut self, open: &mut Self::Open) -> R<Option<&'a [u8]>>;
     /// The next key of the current object resolved to a field of `plan` (`hint`, the field
     /// after the previous one, is tried first), or `None` at the object's end.
     #[inline]
-    fn next_field(&mut self, plan: &MsgPlan, hint: usize) -> R<Option<usize>> {
-        match self.next_key()? {
+    fn next_field(
+        &mut self,
+        open: &mut Self::Open,
+        plan: &MsgPlan,
+        hint: usize,
+    ) -> R<Option<usize>> {
+        match self.next_key(open)? {
             Some(key) => plan.by_key(key, hint).map(Some).ok_or(Bail),
             None => Ok(None),
         }
     }
     /// Enters an array.
-    fn array(&mut self) -> R<()>;
-    /// True if another element of the current array follows (consumes the separator or end).
-    fn next_element(&mut self) -> R<bool>;
+    fn array(&mut self) -> R<Self::Open>;
+    /// True if another element of the array `open` follows (consumes the separator or end).
+    fn next_element(&mut self, open: &mut Self::Open) -> R<bool>;
     /// True if the next value is null (not consumed).
     fn peek_null(&mut self) -> bool;
     /// Consumes a null.
