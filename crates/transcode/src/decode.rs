@@ -8,6 +8,7 @@ use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 
 use crate::encode::{has_special_json, is_wrapper};
 use crate::error::{ErrorKind, PathSeg, format_path};
+use crate::scalar::Op;
 use crate::tree::Out;
 use crate::wire::{self, Reader};
 use crate::{Error, Findings, Options, UnknownField, UnresolvedAny, wkt};
@@ -154,7 +155,7 @@ impl<'a> Renderer<'a> {
                     let mut pr = Reader::new(packed, at);
                     let mut vals = Vec::new();
                     while !pr.is_empty() {
-                        match read_val(&kind, packable_wire_type(&kind), &mut pr)? {
+                        match read_val(&kind, crate::scalar::wire_type(&kind), &mut pr)? {
                             Some(v) => vals.push(v),
                             None => unreachable!("packable kinds have a wire type"),
                         }
@@ -527,51 +528,46 @@ pub(crate) fn is_packable(kind: &Kind) -> bool {
     !matches!(kind, Kind::String | Kind::Bytes | Kind::Message(_))
 }
 
-pub(crate) fn packable_wire_type(kind: &Kind) -> u8 {
-    match kind {
-        Kind::Double | Kind::Fixed64 | Kind::Sfixed64 => wire::I64,
-        Kind::Float | Kind::Fixed32 | Kind::Sfixed32 => wire::I32,
-        _ => wire::VARINT,
-    }
-}
-
 /// Reads one scalar of `kind`; `None` (nothing consumed) when the wire type does not fit.
 pub(crate) fn read_val<'b>(
     kind: &Kind,
     wt: u8,
     r: &mut Reader<'b>,
 ) -> Result<Option<Val<'b>>, Error> {
-    let expected = match kind {
-        Kind::String | Kind::Bytes => wire::LEN,
-        k => packable_wire_type(k),
-    };
-    if wt != expected {
+    if wt != crate::scalar::wire_type(kind) {
         return Ok(None);
     }
-    Ok(Some(match kind {
-        Kind::Int32 => Val::I32(r.varint()? as i32),
-        Kind::Int64 => Val::I64(r.varint()? as i64),
-        Kind::Uint32 => Val::U32(r.varint()? as u32),
-        Kind::Uint64 => Val::U64(r.varint()?),
-        Kind::Sint32 => Val::I32(wire::unzigzag32(r.varint()? as u32)),
-        Kind::Sint64 => Val::I64(wire::unzigzag64(r.varint()?)),
-        Kind::Bool => Val::Bool(r.varint()? != 0),
-        Kind::Enum(_) => Val::Enum(r.varint()? as i32),
-        Kind::Fixed32 => Val::U32(r.fixed32()?),
-        Kind::Sfixed32 => Val::I32(r.fixed32()? as i32),
-        Kind::Float => Val::F32(f32::from_bits(r.fixed32()?)),
-        Kind::Fixed64 => Val::U64(r.fixed64()?),
-        Kind::Sfixed64 => Val::I64(r.fixed64()? as i64),
-        Kind::Double => Val::F64(f64::from_bits(r.fixed64()?)),
-        Kind::String => {
+    read_scalar(Op::of(kind), r).map(Some)
+}
+
+/// Reads one value of the scalar kind `op` (its wire type already checked): the one table of
+/// wire readings, for the reference renderer and the direct one.
+#[inline(always)]
+pub(crate) fn read_scalar<'b>(op: Op, r: &mut Reader<'b>) -> Result<Val<'b>, Error> {
+    Ok(match op {
+        Op::Int32 => Val::I32(r.varint()? as i32),
+        Op::Int64 => Val::I64(r.varint()? as i64),
+        Op::Uint32 => Val::U32(r.varint()? as u32),
+        Op::Uint64 => Val::U64(r.varint()?),
+        Op::Sint32 => Val::I32(wire::unzigzag32(r.varint()? as u32)),
+        Op::Sint64 => Val::I64(wire::unzigzag64(r.varint()?)),
+        Op::Bool => Val::Bool(r.varint()? != 0),
+        Op::Enum => Val::Enum(r.varint()? as i32),
+        Op::Fixed32 => Val::U32(r.fixed32()?),
+        Op::Sfixed32 => Val::I32(r.fixed32()? as i32),
+        Op::Float => Val::F32(f32::from_bits(r.fixed32()?)),
+        Op::Fixed64 => Val::U64(r.fixed64()?),
+        Op::Sfixed64 => Val::I64(r.fixed64()? as i64),
+        Op::Double => Val::F64(f64::from_bits(r.fixed64()?)),
+        Op::Str => {
             let (b, at) = r.len_delimited()?;
             Val::Str(std::str::from_utf8(b).map_err(|e| {
                 Error::malformed_protobuf(at + e.valid_up_to(), "invalid UTF-8 in a string field")
             })?)
         }
-        Kind::Bytes => Val::Bytes(r.len_delimited()?.0),
-        Kind::Message(_) => unreachable!("messages are scanned by the caller"),
-    }))
+        Op::Bytes => Val::Bytes(r.len_delimited()?.0),
+        Op::Message => unreachable!("messages are scanned by the caller"),
+    })
 }
 
 pub(crate) fn is_default(v: Val<'_>) -> bool {

@@ -59,6 +59,54 @@ pub(crate) enum Converted<'v> {
     Skip,
 }
 
+/// A field's kind as a plain tag (`Kind` carries descriptors): what the wire readers and the
+/// direct encoder dispatch on. The direct encoder writes the common values of the scalar ones
+/// without the general conversion.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Op {
+    Double,
+    Float,
+    Int32,
+    Int64,
+    Uint32,
+    Uint64,
+    Sint32,
+    Sint64,
+    Fixed32,
+    Fixed64,
+    Sfixed32,
+    Sfixed64,
+    Bool,
+    Str,
+    Bytes,
+    Enum,
+    Message,
+}
+
+impl Op {
+    pub(crate) fn of(kind: &Kind) -> Op {
+        match kind {
+            Kind::Double => Op::Double,
+            Kind::Float => Op::Float,
+            Kind::Int32 => Op::Int32,
+            Kind::Int64 => Op::Int64,
+            Kind::Uint32 => Op::Uint32,
+            Kind::Uint64 => Op::Uint64,
+            Kind::Sint32 => Op::Sint32,
+            Kind::Sint64 => Op::Sint64,
+            Kind::Fixed32 => Op::Fixed32,
+            Kind::Fixed64 => Op::Fixed64,
+            Kind::Sfixed32 => Op::Sfixed32,
+            Kind::Sfixed64 => Op::Sfixed64,
+            Kind::Bool => Op::Bool,
+            Kind::String => Op::Str,
+            Kind::Bytes => Op::Bytes,
+            Kind::Enum(_) => Op::Enum,
+            Kind::Message(_) => Op::Message,
+        }
+    }
+}
+
 /// The smallest double that rounds to infinity as a float32: float32's maximum plus half an ULP.
 const FLOAT_ROUNDS_TO_INFINITY: f64 = 3.4028235677973366e38;
 

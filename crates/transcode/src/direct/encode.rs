@@ -5,9 +5,9 @@
 //! writes the same bytes when both accept (fields in input order, nested lengths patched in).
 
 use super::Bail;
-use super::plan::{Card, FieldPlan, Op, Plans};
+use super::plan::{Card, FieldPlan, Plans};
 use super::source::{R, Source};
-use crate::scalar::{self, Converted, Lit, Scalar};
+use crate::scalar::{self, Converted, Lit, Op, Scalar};
 use crate::wire::{self, put_varint};
 use crate::{Findings, Options};
 use prost_reflect::Kind;

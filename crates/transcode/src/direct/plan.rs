@@ -6,7 +6,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
 
 use crate::encode::{has_special_json, is_wrapper};
-use crate::scalar;
+use crate::scalar::{self, Op};
 use crate::wire;
 
 /// The plans' tables: keys come from the schema (names, numbers), so a fast unkeyed hash is
@@ -79,54 +79,6 @@ pub(crate) enum Card {
     Single,
     List,
     Map,
-}
-
-/// A field's kind as the direct paths dispatch on it (a plain tag, where `Kind` carries
-/// descriptors). The encoder writes the common values of the scalar ones without the general
-/// conversion; the renderer reads them by it.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Op {
-    Double,
-    Float,
-    Int32,
-    Int64,
-    Uint32,
-    Uint64,
-    Sint32,
-    Sint64,
-    Fixed32,
-    Fixed64,
-    Sfixed32,
-    Sfixed64,
-    Bool,
-    Str,
-    Bytes,
-    Enum,
-    Message,
-}
-
-impl Op {
-    fn of(kind: &Kind) -> Op {
-        match kind {
-            Kind::Double => Op::Double,
-            Kind::Float => Op::Float,
-            Kind::Int32 => Op::Int32,
-            Kind::Int64 => Op::Int64,
-            Kind::Uint32 => Op::Uint32,
-            Kind::Uint64 => Op::Uint64,
-            Kind::Sint32 => Op::Sint32,
-            Kind::Sint64 => Op::Sint64,
-            Kind::Fixed32 => Op::Fixed32,
-            Kind::Fixed64 => Op::Fixed64,
-            Kind::Sfixed32 => Op::Sfixed32,
-            Kind::Sfixed64 => Op::Sfixed64,
-            Kind::Bool => Op::Bool,
-            Kind::String => Op::Str,
-            Kind::Bytes => Op::Bytes,
-            Kind::Enum(_) => Op::Enum,
-            Kind::Message(_) => Op::Message,
-        }
-    }
 }
 
 /// A short byte pattern (`"jsonName":`) as two masked little-endian words, so that compact

@@ -9,9 +9,9 @@ use std::collections::HashSet;
 use prost_reflect::Kind;
 
 use super::Bail;
-use super::plan::{Card, FieldPlan, Op, Plans};
+use super::plan::{Card, FieldPlan, Plans};
 use super::sink::Sink;
-use crate::decode::{Val, default_val, is_default, is_packable, read_val};
+use crate::decode::{Val, default_val, is_default, is_packable, read_scalar, read_val};
 use crate::error::PathSeg;
 use crate::wire::{self, Reader};
 use crate::{Findings, Options, UnknownField};
@@ -175,7 +175,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                         if wt != field.wire_type {
                             return Err(Bail);
                         }
-                        let v = read_scalar(field.op, &mut r)?;
+                        let v = read_scalar(field.op, &mut r).map_err(|_| Bail)?;
                         if field.presence || !is_default(v) {
                             self.sink.key(out, field, names, count);
                             count += 1;
@@ -204,7 +204,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                         let (packed, _) = r.len_delimited().map_err(|_| Bail)?;
                         let mut pr = Reader::new(packed, 0);
                         while !pr.is_empty() {
-                            let v = read_scalar(field.op, &mut pr)?;
+                            let v = read_scalar(field.op, &mut pr).map_err(|_| Bail)?;
                             self.element(field, &mut container, &mut count, elems, out);
                             self.sink.value(out, field, v, self.opts.enum_numbers);
                             elems += 1;
@@ -223,7 +223,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                         if wt != field.wire_type {
                             return Err(Bail);
                         }
-                        let v = read_scalar(field.op, &mut r)?;
+                        let v = read_scalar(field.op, &mut r).map_err(|_| Bail)?;
                         self.element(field, &mut container, &mut count, elems, out);
                         self.sink.value(out, field, v, self.opts.enum_numbers);
                         elems += 1;
@@ -401,33 +401,6 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
         self.sink.tree(out, &tree);
         Ok(())
     }
-}
-
-/// One value of a scalar field other than a string (its wire type checked by the caller),
-/// read by the field's plain kind tag.
-#[inline(always)]
-fn read_scalar<'b>(op: Op, r: &mut Reader<'b>) -> R<Val<'b>> {
-    let varint = |r: &mut Reader<'b>| r.varint().map_err(|_| Bail);
-    let fixed32 = |r: &mut Reader<'b>| r.fixed32().map_err(|_| Bail);
-    let fixed64 = |r: &mut Reader<'b>| r.fixed64().map_err(|_| Bail);
-    Ok(match op {
-        Op::Int32 => Val::I32(varint(r)? as i32),
-        Op::Int64 => Val::I64(varint(r)? as i64),
-        Op::Uint32 => Val::U32(varint(r)? as u32),
-        Op::Uint64 => Val::U64(varint(r)?),
-        Op::Sint32 => Val::I32(wire::unzigzag32(varint(r)? as u32)),
-        Op::Sint64 => Val::I64(wire::unzigzag64(varint(r)?)),
-        Op::Bool => Val::Bool(varint(r)? != 0),
-        Op::Enum => Val::Enum(varint(r)? as i32),
-        Op::Fixed32 => Val::U32(fixed32(r)?),
-        Op::Sfixed32 => Val::I32(fixed32(r)? as i32),
-        Op::Float => Val::F32(f32::from_bits(fixed32(r)?)),
-        Op::Fixed64 => Val::U64(fixed64(r)?),
-        Op::Sfixed64 => Val::I64(fixed64(r)? as i64),
-        Op::Double => Val::F64(f64::from_bits(fixed64(r)?)),
-        Op::Bytes => Val::Bytes(r.len_delimited().map_err(|_| Bail)?.0),
-        Op::Str | Op::Message => return Err(Bail),
-    })
 }
 
 /// FNV-1a, to remember map keys without keeping them.
