@@ -255,16 +255,7 @@ impl<'a> JsonSrc<'a> {
         let b = self.input;
         let neg = b.get(self.pos) == Some(&b'-');
         let int_start = self.pos + usize::from(neg);
-        let mut i = int_start;
-        let mut mag: u64 = 0;
-        while let Some(&c) = b.get(i) {
-            let d = c.wrapping_sub(b'0');
-            if d > 9 {
-                break;
-            }
-            mag = mag.wrapping_mul(10).wrapping_add(u64::from(d));
-            i += 1;
-        }
+        let (i, mag) = decimal_run(b, int_start, 0);
         let int_digits = i - int_start;
         if int_digits == 0 || int_digits > 19 || (int_digits > 1 && b[int_start] == b'0') {
             return None;
@@ -278,15 +269,7 @@ impl<'a> JsonSrc<'a> {
             }
         }
         let frac_start = i + 1;
-        let mut j = frac_start;
-        while let Some(&c) = b.get(j) {
-            let d = c.wrapping_sub(b'0');
-            if d > 9 {
-                break;
-            }
-            mag = mag.wrapping_mul(10).wrapping_add(u64::from(d));
-            j += 1;
-        }
+        let (j, mag) = decimal_run(b, frac_start, mag);
         let frac_digits = j - frac_start;
         if frac_digits == 0
             || int_digits + frac_digits > 19
@@ -340,6 +323,22 @@ impl<'a> JsonSrc<'a> {
         }
         Ok(integer_lit(neg, mag))
     }
+}
+
+/// The run of decimal digits at `b[start..]` appended to `mag` (wrapping: callers bound the
+/// count): where the run ends, and the value.
+#[inline(always)]
+fn decimal_run(b: &[u8], start: usize, mut mag: u64) -> (usize, u64) {
+    let mut i = start;
+    while let Some(&c) = b.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        mag = mag.wrapping_mul(10).wrapping_add(u64::from(d));
+        i += 1;
+    }
+    (i, mag)
 }
 
 /// An integer literal of magnitude `mag` as serde_json reads it.
