@@ -128,31 +128,31 @@ impl KeyWords {
 /// Bytes written often, usually short (a field's key): up to 32 of them are appended as one
 /// fixed-size copy and a truncation, which compiles to a few moves instead of a call to
 /// `memcpy` for a variable length.
-pub(crate) struct Short {
-    buf: [u8; 32],
-    bytes: Box<[u8]>,
+pub(crate) enum Short {
+    /// Up to 32 bytes, zero-padded, and how many.
+    Inline([u8; 32], usize),
+    Heap(Box<[u8]>),
 }
 
 impl Short {
     fn new(bytes: Vec<u8>) -> Short {
-        let mut buf = [0u8; 32];
         if bytes.len() <= 32 {
+            let mut buf = [0u8; 32];
             buf[..bytes.len()].copy_from_slice(&bytes);
-        }
-        Short {
-            buf,
-            bytes: bytes.into(),
+            Short::Inline(buf, bytes.len())
+        } else {
+            Short::Heap(bytes.into())
         }
     }
 
     #[inline(always)]
     pub(crate) fn put(&self, out: &mut Vec<u8>) {
-        let len = self.bytes.len();
-        if len <= 32 {
-            out.extend_from_slice(&self.buf);
-            out.truncate(out.len() - 32 + len);
-        } else {
-            out.extend_from_slice(&self.bytes);
+        match self {
+            Short::Inline(buf, len) => {
+                out.extend_from_slice(buf);
+                out.truncate(out.len() - 32 + len);
+            }
+            Short::Heap(bytes) => out.extend_from_slice(bytes),
         }
     }
 }
