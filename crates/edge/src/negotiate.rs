@@ -213,13 +213,9 @@ fn choose<T: Copy + PartialEq>(
     // One bare media type (what API clients send) is read without allocating.
     let single;
     let parsed;
-    let ranges: &[Range<'_>] = match bare_type(accept) {
-        Some((ty, sub)) => {
-            single = [Range {
-                ty: Cow::Borrowed(ty),
-                sub: Cow::Borrowed(sub),
-                q: 1000,
-            }];
+    let ranges: &[Range<'_>] = match bare_range(accept) {
+        Some(range) => {
+            single = [range];
             &single
         }
         None => {
@@ -281,17 +277,23 @@ struct Range<'a> {
     q: u16,
 }
 
+/// A media range without parameters (q = 1), borrowed from the header.
+fn bare_range(part: &str) -> Option<Range<'_>> {
+    let (ty, sub) = bare_type(part)?;
+    Some(Range {
+        ty: Cow::Borrowed(ty),
+        sub: Cow::Borrowed(sub),
+        q: 1000,
+    })
+}
+
 fn parse_accept(accept: &str) -> Vec<Range<'_>> {
     accept
         .split(',')
         .filter_map(|part| {
             let part = part.trim();
-            if let Some((ty, sub)) = bare_type(part) {
-                return Some(Range {
-                    ty: Cow::Borrowed(ty),
-                    sub: Cow::Borrowed(sub),
-                    q: 1000,
-                });
+            if let Some(range) = bare_range(part) {
+                return Some(range);
             }
             let m: mime::Mime = part.parse().ok()?;
             let q = match m.get_param("q") {
