@@ -387,15 +387,32 @@ fn write_escaped(out: &mut Vec<u8>, s: &[u8], mut validated: bool) -> bool {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn short_decimals_print_as_ryu_prints_them() {
-        let mut seed = 0x1234_5678_9abc_def1u64;
-        let mut next = || {
+    /// A seeded xorshift64 generator: repeatable test inputs without a dependency.
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             seed
-        };
+        }
+    }
+
+    /// `write_f64` writes each of `values` as ryu does.
+    fn assert_all_as_ryu(values: impl IntoIterator<Item = f64>) {
+        for x in values {
+            let mut out = Vec::new();
+            write_f64(&mut out, x);
+            assert_eq!(
+                std::str::from_utf8(&out).unwrap(),
+                ryu::Buffer::new().format_finite(x),
+                "{x:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn short_decimals_print_as_ryu_prints_them() {
+        let mut next = xorshift(0x1234_5678_9abc_def1u64);
         let mut values: Vec<f64> = vec![
             99.99,
             0.15,
@@ -419,32 +436,18 @@ mod tests {
             let digits = next() % 15;
             let m = (next() % 10u64.pow(digits as u32 + 1)) as f64;
             let v = m / 10f64.powi(k as i32);
-            values.push(if next() % 2 == 0 { v } else { -v });
+            values.push(if next().is_multiple_of(2) { v } else { -v });
             // Arbitrary doubles too, and the neighbours of short decimals.
             values.push(f64::from_bits(next()));
             values.push(f64::from_bits(v.to_bits().wrapping_add(1)));
             values.push(f64::from_bits(v.to_bits().wrapping_sub(1)));
         }
-        for x in values.into_iter().filter(|x| x.is_finite()) {
-            let mut out = Vec::new();
-            write_f64(&mut out, x);
-            assert_eq!(
-                std::str::from_utf8(&out).unwrap(),
-                ryu::Buffer::new().format_finite(x),
-                "{x:?}"
-            );
-        }
+        assert_all_as_ryu(values.into_iter().filter(|x| x.is_finite()));
     }
 
     #[test]
     fn whole_doubles_print_as_ryu_prints_them() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let mut values: Vec<f64> = vec![
             1.0,
             -1.0,
@@ -461,17 +464,9 @@ mod tests {
         for _ in 0..100_000 {
             let digits = next() % 16;
             let v = (next() % 10u64.pow(digits as u32 + 1)) as f64;
-            values.push(if next() % 2 == 0 { v } else { -v });
+            values.push(if next().is_multiple_of(2) { v } else { -v });
         }
-        for x in values {
-            let mut out = Vec::new();
-            write_f64(&mut out, x);
-            assert_eq!(
-                std::str::from_utf8(&out).unwrap(),
-                ryu::Buffer::new().format_finite(x),
-                "{x}"
-            );
-        }
+        assert_all_as_ryu(values);
     }
 
     #[test]
@@ -481,14 +476,12 @@ mod tests {
                 .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
                 .unwrap_or(b.len())
         };
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for len in 0..200usize {
             for _ in 0..50 {
                 let v: Vec<u8> = (0..len)
                     .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        let x = next();
                         // Mostly ordinary bytes (including >= 0x80), sometimes special ones.
                         match x % 40 {
                             0 => b'"',
