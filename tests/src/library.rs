@@ -368,6 +368,21 @@ pub async fn start() -> (crate::Running, Arc<Stats>) {
     (crate::Running::new(addr, stop, task), stats)
 }
 
+/// The library backend with the real gateway (configured by `config`) in front of it.
+pub struct Stack {
+    pub backend: crate::Running,
+    pub gw: crate::Running,
+    pub stats: Arc<Stats>,
+}
+
+/// Starts a [`Stack`], both servers on 127.0.0.1:0.
+pub async fn start_with_gateway(config: edge::EdgeConfig) -> Stack {
+    let (backend, stats) = start().await;
+    let (gw, _) =
+        crate::start_gateway_with(schema(), &format!("http://{}", backend.addr), config).await;
+    Stack { backend, gw, stats }
+}
+
 /// The gateway's schema for the library: proto/test/rest/v1/library.proto (its google/api
 /// imports resolve from the copies bundled with transcode), compiled once per process.
 pub fn schema() -> transcode::Schema {

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::Request;
 use http_body_util::Full;
 use protogate_tests::library;
-use protogate_tests::{Answer, Http, start_gateway_with};
+use protogate_tests::{Answer, Http};
 use serde_json::Value;
 
 /// grpc-gateway, run as a child process and killed (by its PID) when dropped.
@@ -82,14 +82,8 @@ fn json(a: &Answer) -> Value {
 
 #[tokio::test]
 async fn protogate_answers_as_grpc_gateway_does() {
-    let (backend, _) = library::start().await;
-    let upstream = backend.addr.to_string();
-    let (pg, _) = start_gateway_with(
-        library::schema(),
-        &format!("http://{upstream}"),
-        edge::EdgeConfig::default(),
-    )
-    .await;
+    let stack = library::start_with_gateway(edge::EdgeConfig::default()).await;
+    let (upstream, pg) = (stack.backend.addr.to_string(), &stack.gw);
     let gw = grpc_gateway(&upstream);
     let pg_addr = pg.addr.to_string();
     let http = Http::h1();

@@ -6,18 +6,13 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use protogate_tests::Http;
 use protogate_tests::library;
-use protogate_tests::{Http, start_gateway_with};
 use serde_json::{Value, json};
 
 async fn fetch() -> Value {
-    let (backend, _) = library::start().await;
-    let (gw, _) = start_gateway_with(
-        library::schema(),
-        &format!("http://{}", backend.addr),
-        edge::EdgeConfig::default(),
-    )
-    .await;
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
+    let gw = &s.gw;
     let a = Http::h1().get(gw.addr, "/openapi.json").await;
     assert_eq!(a.status, 200, "{a:?}");
     assert_eq!(a.header("content-type"), Some("application/json"));

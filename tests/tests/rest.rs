@@ -6,18 +6,12 @@ use http::Request;
 use http_body_util::Full;
 use prost::Message as _;
 use protogate_tests::library::{self, pb::library::v1 as pb};
-use protogate_tests::{Answer, Http, metric, start_gateway_with};
+use protogate_tests::{Answer, Http, metric};
 use serde_json::json;
 
 async fn gateway(config: edge::EdgeConfig) -> (protogate_tests::Running, protogate_tests::Running) {
-    let (backend, _) = library::start().await;
-    let (gw, _) = start_gateway_with(
-        library::schema(),
-        &format!("http://{}", backend.addr),
-        config,
-    )
-    .await;
-    (backend, gw)
+    let s = library::start_with_gateway(config).await;
+    (s.backend, s.gw)
 }
 
 async fn send(

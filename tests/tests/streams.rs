@@ -15,8 +15,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use prost::Message as _;
-use protogate_tests::library::{self, Stats, pb::library::v1 as pb};
-use protogate_tests::{Running, metric, start_gateway_with};
+use protogate_tests::library::{self, pb::library::v1 as pb};
+use protogate_tests::metric;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use transcode::Format;
@@ -38,25 +38,8 @@ fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).boxed()
 }
 
-struct Setup {
-    _backend: Running,
-    gw: Running,
-    stats: std::sync::Arc<Stats>,
-}
-
-async fn setup(config: edge::EdgeConfig) -> Setup {
-    let (backend, stats) = library::start().await;
-    let (gw, _) = start_gateway_with(
-        library::schema(),
-        &format!("http://{}", backend.addr),
-        config,
-    )
-    .await;
-    Setup {
-        _backend: backend,
-        gw,
-        stats,
-    }
+async fn setup(config: edge::EdgeConfig) -> library::Stack {
+    library::start_with_gateway(config).await
 }
 
 /// A whole answer: status, headers, body and trailers.
