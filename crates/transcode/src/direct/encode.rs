@@ -171,13 +171,18 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
             return Err(Bail);
         };
         let mut open = self.src.object()?;
-        let mut keys: Vec<&'a [u8]> = Vec::new();
+        // Hashes of the keys so far, on the stack: a duplicate key is an error in the
+        // reference, so a repeated hash (a duplicate, or rarely a collision) leaves the whole
+        // message to it, as do maps of more than 64 entries.
+        let mut seen = [0u64; 64];
+        let mut count = 0;
         while let Some(key) = self.src.next_key(&mut open)? {
-            // Duplicate keys are an error in the reference; leave them to it.
-            if keys.len() >= 64 || keys.contains(&key) {
+            let hash = super::fnv(key);
+            if count == seen.len() || seen[..count].contains(&hash) {
                 return Err(Bail);
             }
-            keys.push(key);
+            seen[count] = hash;
+            count += 1;
             if self.src.peek_null() {
                 return Err(Bail);
             }

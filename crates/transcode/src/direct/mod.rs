@@ -57,3 +57,12 @@ pub(crate) fn from_protobuf(
         Format::Protobuf => Err(Bail),
     }
 }
+
+/// FNV-1a, to remember map keys without keeping them (duplicate checks of both directions).
+pub(crate) fn fnv(b: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &c in b {
+        h = (h ^ c as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}

@@ -355,7 +355,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                 _ => "0",
             },
         };
-        if !keys.insert(fnv(key_text.as_bytes())) {
+        if !keys.insert(super::fnv(key_text.as_bytes())) {
             return Err(Bail);
         }
         self.sink.map_key(out, key_text, index);
@@ -401,13 +401,4 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
         self.sink.tree(out, &tree);
         Ok(())
     }
-}
-
-/// FNV-1a, to remember map keys without keeping them.
-fn fnv(b: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &c in b {
-        h = (h ^ c as u64).wrapping_mul(0x100_0000_01b3);
-    }
-    h
 }
