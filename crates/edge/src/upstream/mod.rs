@@ -1,7 +1,12 @@
-//! Upstream gRPC calls: one HTTP/2 channel per upstream (tonic, reconnecting by itself, shared
-//! by all requests) and a pass-through codec that moves protobuf bodies as raw bytes.
+//! Upstream gRPC calls. Unary calls go over one HTTP/2 connection per upstream driven straight
+//! by the `h2` crate ([`unary`]); streaming calls go over a tonic channel per upstream (lazily
+//! connected, so an upstream that only serves unary calls gets one connection) with a
+//! pass-through codec that moves protobuf bodies as raw bytes.
+
+mod unary;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes};
@@ -84,12 +89,21 @@ impl Encoder for StreamCodec {
     }
 }
 
-/// The upstream channels: per-service ones from the config, and a default.
+/// The upstreams: per-service ones from the config, and a default.
 #[derive(Clone, Debug)]
 pub struct Upstreams {
-    default: Option<(String, Channel)>,
-    by_service: HashMap<String, (String, Channel)>,
+    default: Option<Route>,
+    by_service: HashMap<String, Route>,
     max_response_bytes: usize,
+}
+
+/// Where one service's calls go: unary ones on the shared h2 connection, streaming ones on
+/// the tonic channel.
+#[derive(Clone, Debug)]
+struct Route {
+    uri: String,
+    unary: Arc<unary::Upstream>,
+    channel: Channel,
 }
 
 /// A successful upstream answer: the protobuf body and the metadata (headers and trailers).
@@ -98,27 +112,67 @@ pub struct Answer {
     pub metadata: MetadataMap,
 }
 
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
 impl Upstreams {
-    /// Builds lazily-connecting channels (nothing is dialed until the first call). Must run
+    /// Builds lazily-connecting upstreams (nothing is dialed until the first call). Must run
     /// inside a Tokio runtime. URIs are `http://host:port` (gRPC over h2c).
     pub fn new(
         default: Option<&str>,
         by_service: &[(String, String)],
         max_response_bytes: usize,
     ) -> Result<Upstreams, String> {
-        let channel = |uri: &str| -> Result<(String, Channel), String> {
+        Upstreams::with_keepalive(
+            default,
+            by_service,
+            max_response_bytes,
+            KEEPALIVE_INTERVAL,
+            KEEPALIVE_TIMEOUT,
+        )
+    }
+
+    /// [`Upstreams::new`] with HTTP/2 keep-alive PINGs every `interval` while calls are in
+    /// flight; a connection whose PING is not answered within `timeout` is given up.
+    pub fn with_keepalive(
+        default: Option<&str>,
+        by_service: &[(String, String)],
+        max_response_bytes: usize,
+        interval: Duration,
+        timeout: Duration,
+    ) -> Result<Upstreams, String> {
+        let settings = unary::Settings {
+            connect_timeout: CONNECT_TIMEOUT,
+            keepalive_interval: interval,
+            keepalive_timeout: timeout,
+            max_response_bytes,
+        };
+        // Services on the same upstream share its connection.
+        let mut shared: HashMap<String, Route> = HashMap::new();
+        let mut route = |uri: &str| -> Result<Route, String> {
+            if let Some(route) = shared.get(uri) {
+                return Ok(route.clone());
+            }
             let endpoint = Endpoint::from_shared(uri.to_owned())
                 .map_err(|e| format!("upstream {uri:?} is not a valid URI: {e}"))?
                 .tcp_nodelay(true)
-                .connect_timeout(Duration::from_secs(5))
-                .http2_keep_alive_interval(Duration::from_secs(30))
+                .connect_timeout(CONNECT_TIMEOUT)
+                .http2_keep_alive_interval(interval)
+                .keep_alive_timeout(timeout)
                 .keep_alive_while_idle(false);
-            Ok((uri.to_owned(), endpoint.connect_lazy()))
+            let route = Route {
+                uri: uri.to_owned(),
+                unary: Arc::new(unary::Upstream::new(uri, settings)?),
+                channel: endpoint.connect_lazy(),
+            };
+            shared.insert(uri.to_owned(), route.clone());
+            Ok(route)
         };
-        let default = default.map(channel).transpose()?;
+        let default = default.map(&mut route).transpose()?;
         let by_service = by_service
             .iter()
-            .map(|(service, uri)| Ok((service.clone(), channel(uri)?)))
+            .map(|(service, uri)| Ok((service.clone(), route(uri)?)))
             .collect::<Result<_, String>>()?;
         Ok(Upstreams {
             default,
@@ -127,12 +181,18 @@ impl Upstreams {
         })
     }
 
-    /// The upstream URI serving `service`, if any.
-    pub fn uri_for(&self, service: &str) -> Option<&str> {
+    fn route(&self, service: &str) -> Result<&Route, Status> {
         self.by_service
             .get(service)
             .or(self.default.as_ref())
-            .map(|(u, _)| u.as_str())
+            .ok_or_else(|| {
+                Status::unavailable(format!("no upstream configured for service {service}"))
+            })
+    }
+
+    /// The upstream URI serving `service`, if any.
+    pub fn uri_for(&self, service: &str) -> Option<&str> {
+        self.route(service).ok().map(|r| r.uri.as_str())
     }
 
     /// Every distinct upstream URI.
@@ -141,21 +201,16 @@ impl Upstreams {
             .default
             .iter()
             .chain(self.by_service.values())
-            .map(|(u, _)| u.clone())
+            .map(|r| r.uri.clone())
             .collect();
         v.sort();
         v.dedup();
         v
     }
 
-    /// A ready client for `service`'s upstream.
+    /// A ready streaming client for `service`'s upstream.
     async fn client(&self, service: &str) -> Result<tonic::client::Grpc<Channel>, Status> {
-        let Some((_, channel)) = self.by_service.get(service).or(self.default.as_ref()) else {
-            return Err(Status::unavailable(format!(
-                "no upstream configured for service {service}"
-            )));
-        };
-        let mut grpc = tonic::client::Grpc::new(channel.clone())
+        let mut grpc = tonic::client::Grpc::new(self.route(service)?.channel.clone())
             .max_decoding_message_size(self.max_response_bytes)
             .max_encoding_message_size(usize::MAX);
         grpc.ready()
@@ -165,7 +220,7 @@ impl Upstreams {
     }
 
     /// Calls a unary method with raw protobuf bytes. `timeout` is sent as `grpc-timeout`; the
-    /// caller enforces it too (tonic reports its own timeouts as Cancelled).
+    /// caller enforces it.
     pub async fn unary(
         &self,
         service: &str,
@@ -174,12 +229,8 @@ impl Upstreams {
         metadata: MetadataMap,
         timeout: Duration,
     ) -> Result<Answer, Status> {
-        let path = method_path(path)?;
-        let mut grpc = self.client(service).await?;
-        let request = request(body, metadata, Some(timeout));
-        let response = grpc.unary(request, path, BytesCodec).await?;
-        let (metadata, body, _) = response.into_parts();
-        Ok(Answer { body, metadata })
+        let upstream = &self.route(service)?.unary;
+        upstream.unary(path, body, metadata, timeout).await
     }
 
     /// Calls a method whose responses stream, with one request message (server streaming)

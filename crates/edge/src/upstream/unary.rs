@@ -1,0 +1,580 @@
+//! Unary gRPC calls straight on the `h2` crate: one HTTP/2 connection per upstream, shared by
+//! every call. A call is one stream driven by the caller's own task: no task spawned per call,
+//! no channel between the caller and the connection (tonic's channel goes through a buffer
+//! task and hyper's dispatch task, and hyper spawns one more task per call).
+//!
+//! What tonic gave and this keeps: a lazily dialed connection with a connect timeout,
+//! `TCP_NODELAY`, redialing after the connection is lost, HTTP/2 keep-alive pings while calls
+//! are in flight (a dead peer is noticed), the gRPC status from trailers or a trailers-only
+//! answer, the HTTP-status mapping when there is no gRPC status, the response size limit, and
+//! response metadata from headers and trailers. Added: one transparent retry of a call the
+//! upstream provably never processed (no stream was opened, or the stream was refused), so a
+//! backend that restarts does not fail calls in flight to it.
+
+use std::io::Cursor;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::buf::Chain;
+use bytes::{Buf, Bytes, BytesMut};
+use h2::client::{Connection, ResponseFuture, SendRequest};
+use h2::{Ping, Reason, RecvStream};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{HeaderValue, Request, StatusCode, Uri, header};
+use tokio::net::TcpStream;
+use tonic::metadata::MetadataMap;
+use tonic::{Code, Status};
+
+use super::Answer;
+
+/// A request body: the gRPC message prefix and the message, sent as one DATA frame without
+/// copying the message.
+type Frame = Chain<Cursor<[u8; 5]>, Bytes>;
+
+/// How an upstream connection is dialed and watched.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    pub connect_timeout: Duration,
+    /// A PING is sent this long after the last one while calls are in flight.
+    pub keepalive_interval: Duration,
+    /// The connection is given up when a PING is not answered within this.
+    pub keepalive_timeout: Duration,
+    pub max_response_bytes: usize,
+}
+
+/// One upstream (scheme `http`, gRPC over h2c) and its shared connection.
+pub struct Upstream {
+    authority: Authority,
+    settings: Settings,
+    live: Mutex<Live>,
+    /// Held while dialing, so concurrent calls share one dial.
+    dialing: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct Live {
+    conn: Option<Conn>,
+    /// Dials finished so far; a caller that waited for another's dial sees it advance.
+    dials: u64,
+    last_error: String,
+}
+
+#[derive(Clone)]
+struct Conn {
+    sender: SendRequest<Frame>,
+    state: Arc<ConnState>,
+}
+
+#[derive(Default)]
+struct ConnState {
+    closed: AtomicBool,
+    calls: AtomicUsize,
+}
+
+/// Counts a call in flight on a connection (keep-alive pings only while there are some).
+struct InFlight(Arc<ConnState>);
+
+impl InFlight {
+    fn new(state: &Arc<ConnState>) -> InFlight {
+        state.calls.fetch_add(1, Ordering::Relaxed);
+        InFlight(state.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.calls.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Why a call failed, and whether it may be sent again.
+enum Failure {
+    /// The upstream never saw the call.
+    NotSent(Status),
+    Final(Status),
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("authority", &self.authority)
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl Upstream {
+    /// An upstream at `uri` (`http://host[:port]`); nothing is dialed until the first call.
+    pub fn new(uri: &str, settings: Settings) -> Result<Upstream, String> {
+        let parsed: Uri = uri
+            .parse()
+            .map_err(|e| format!("upstream {uri:?} is not a valid URI: {e}"))?;
+        if parsed.scheme() != Some(&Scheme::HTTP) {
+            return Err(format!(
+                "upstream {uri:?}: only http:// (gRPC over cleartext HTTP/2) is supported"
+            ));
+        }
+        let Some(authority) = parsed.authority().cloned() else {
+            return Err(format!("upstream {uri:?} has no host"));
+        };
+        Ok(Upstream {
+            authority,
+            settings,
+            live: Mutex::default(),
+            dialing: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// Calls `path` with one message; the answer's single message and its metadata. The
+    /// caller enforces `timeout` (it is sent as `grpc-timeout`); dropping the future resets
+    /// the stream (the upstream sees the call cancelled).
+    pub async fn unary(
+        &self,
+        path: &str,
+        message: Bytes,
+        metadata: MetadataMap,
+        timeout: Duration,
+    ) -> Result<Answer, Status> {
+        let uri = Uri::from_parts({
+            let mut parts = http::uri::Parts::default();
+            parts.scheme = Some(Scheme::HTTP);
+            parts.authority = Some(self.authority.clone());
+            parts.path_and_query = Some(
+                PathAndQuery::try_from(path)
+                    .map_err(|e| Status::internal(format!("bad method path {path:?}: {e}")))?,
+            );
+            parts
+        })
+        .map_err(|e| Status::internal(format!("bad method path {path:?}: {e}")))?;
+        let mut headers = metadata.into_headers();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+        headers.insert(
+            header::USER_AGENT,
+            HeaderValue::from_static(concat!("protogate/", env!("CARGO_PKG_VERSION"))),
+        );
+        headers.insert("grpc-timeout", grpc_timeout(timeout));
+        let len = u32::try_from(message.len()).map_err(|_| {
+            Status::resource_exhausted("request message over 4 GiB cannot be framed")
+        })?;
+        let mut prefix = [0u8; 5];
+        prefix[1..].copy_from_slice(&len.to_be_bytes());
+
+        // One retry, and only of a call the upstream never processed. The request head is
+        // consumed by a send, so a copy is kept only while a retry is still possible.
+        let mut attempts_left = 2;
+        loop {
+            attempts_left -= 1;
+            let mut request = Request::new(());
+            *request.method_mut() = http::Method::POST;
+            *request.uri_mut() = uri.clone();
+            *request.headers_mut() = if attempts_left > 0 {
+                headers.clone()
+            } else {
+                std::mem::take(&mut headers)
+            };
+            let frame = Cursor::new(prefix).chain(message.clone());
+            match self.attempt(request, frame).await {
+                Ok(answer) => return Ok(answer),
+                Err(Failure::NotSent(status)) if attempts_left > 0 => {
+                    tracing::debug!(upstream = %self.authority, %status, "call retried");
+                }
+                Err(Failure::NotSent(status) | Failure::Final(status)) => return Err(status),
+            }
+        }
+    }
+
+    async fn attempt(&self, request: Request<()>, frame: Frame) -> Result<Answer, Failure> {
+        let conn = self.connection().await.map_err(Failure::Final)?;
+        let lost = |e: h2::Error| {
+            conn.state.closed.store(true, Ordering::Relaxed);
+            Failure::NotSent(Status::unavailable(format!(
+                "upstream {} connection lost: {e}",
+                self.authority
+            )))
+        };
+        let mut sender = conn.sender.clone().ready().await.map_err(lost)?;
+        let (response, mut send) = sender.send_request(request, false).map_err(lost)?;
+        let _in_flight = InFlight::new(&conn.state);
+        // A failure to queue the body shows as the stream's error below.
+        let _ = send.send_data(frame, true);
+        read_answer(response, self.settings.max_response_bytes, &self.authority).await
+    }
+
+    /// The live connection, dialed if there is none.
+    async fn connection(&self) -> Result<Conn, Status> {
+        let seen = {
+            let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(conn) = live.usable() {
+                return Ok(conn);
+            }
+            live.dials
+        };
+        let _dialing = self.dialing.lock().await;
+        {
+            let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(conn) = live.usable() {
+                return Ok(conn);
+            }
+            // Another call dialed (and failed) while this one waited: share its answer
+            // rather than dialing once per waiting call.
+            if live.dials != seen {
+                return Err(Status::unavailable(live.last_error.clone()));
+            }
+        }
+        let dialed = self.dial().await;
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        live.dials += 1;
+        match dialed {
+            Ok(conn) => {
+                live.conn = Some(conn.clone());
+                Ok(conn)
+            }
+            Err(message) => {
+                live.conn = None;
+                live.last_error.clone_from(&message);
+                Err(Status::unavailable(message))
+            }
+        }
+    }
+
+    async fn dial(&self) -> Result<Conn, String> {
+        let host = self.authority.host();
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let port = self.authority.port_u16().unwrap_or(80);
+        let connect = async {
+            let tcp = TcpStream::connect((host, port)).await?;
+            tcp.set_nodelay(true)?;
+            h2::client::Builder::new()
+                // hyper's client defaults, which tonic used: large windows so a big answer
+                // does not wait for WINDOW_UPDATEs.
+                .initial_window_size(2 << 20)
+                .initial_connection_window_size(5 << 20)
+                .max_header_list_size(16 << 10)
+                .enable_push(false)
+                .handshake::<_, Frame>(tcp)
+                .await
+                .map_err(std::io::Error::other)
+        };
+        let (sender, connection) =
+            match tokio::time::timeout(self.settings.connect_timeout, connect).await {
+                Ok(Ok(pair)) => pair,
+                Ok(Err(e)) => {
+                    return Err(format!("upstream {} not reachable: {e}", self.authority));
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "upstream {} not reachable: connect timed out after {:?}",
+                        self.authority, self.settings.connect_timeout
+                    ));
+                }
+            };
+        let state = Arc::new(ConnState::default());
+        tokio::spawn(drive(
+            connection,
+            state.clone(),
+            self.settings,
+            self.authority.clone(),
+        ));
+        Ok(Conn { sender, state })
+    }
+}
+
+impl Live {
+    fn usable(&self) -> Option<Conn> {
+        self.conn
+            .as_ref()
+            .filter(|c| !c.state.closed.load(Ordering::Relaxed))
+            .cloned()
+    }
+}
+
+/// Runs a connection until it ends or stops answering PINGs; then marks it closed (the next
+/// call dials again). Dropping it fails the calls still on it.
+async fn drive(
+    mut connection: Connection<TcpStream, Frame>,
+    state: Arc<ConnState>,
+    settings: Settings,
+    authority: Authority,
+) {
+    let mut ping = connection.ping_pong();
+    let start = tokio::time::Instant::now() + settings.keepalive_interval;
+    let mut ticks = tokio::time::interval_at(start, settings.keepalive_interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let ended = loop {
+        tokio::select! {
+            result = &mut connection => break result.map_err(|e| e.to_string()),
+            _ = ticks.tick() => {
+                let Some(ping) = ping.as_mut() else { continue };
+                if state.calls.load(Ordering::Relaxed) == 0 || ping.send_ping(Ping::opaque()).is_err() {
+                    continue;
+                }
+                let pong = tokio::time::timeout(
+                    settings.keepalive_timeout,
+                    std::future::poll_fn(|cx| ping.poll_pong(cx)),
+                );
+                tokio::select! {
+                    result = &mut connection => break result.map_err(|e| e.to_string()),
+                    answered = pong => match answered {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => break Err(e.to_string()),
+                        Err(_) => break Err(format!(
+                            "no answer to a keep-alive PING within {:?}",
+                            settings.keepalive_timeout
+                        )),
+                    },
+                }
+            }
+        }
+    };
+    state.closed.store(true, Ordering::Relaxed);
+    match ended {
+        Ok(()) => tracing::debug!(upstream = %authority, "upstream connection closed"),
+        Err(error) => tracing::debug!(upstream = %authority, %error, "upstream connection lost"),
+    }
+}
+
+/// The answer of one call: its status, its one message, its metadata.
+async fn read_answer(
+    response: ResponseFuture,
+    max_response_bytes: usize,
+    authority: &Authority,
+) -> Result<Answer, Failure> {
+    let response = response.await.map_err(|e| stream_failure(&e, authority))?;
+    let (head, mut body) = response.into_parts();
+    let mut metadata = head.headers;
+    // A trailers-only answer carries its status in the headers.
+    if let Some(status) = Status::from_header_map(&metadata) {
+        return Err(Failure::Final(if status.code() == Code::Ok {
+            Status::internal("the upstream answered OK without a message")
+        } else {
+            status
+        }));
+    }
+    if head.status != StatusCode::OK {
+        return Err(Failure::Final(from_http_status(head.status)));
+    }
+    let message = read_message(&mut body, max_response_bytes, authority).await?;
+    let trailers = body
+        .trailers()
+        .await
+        .map_err(|e| stream_failure(&e, authority))?
+        .unwrap_or_default();
+    let Some(status) = Status::from_header_map(&trailers) else {
+        return Err(Failure::Final(Status::internal(
+            "the upstream ended its answer without a grpc-status",
+        )));
+    };
+    metadata.extend(trailers);
+    if status.code() != Code::Ok {
+        return Err(Failure::Final(Status::with_details_and_metadata(
+            status.code(),
+            status.message(),
+            Bytes::copy_from_slice(status.details()),
+            MetadataMap::from_headers(metadata),
+        )));
+    }
+    let Some(body) = message else {
+        return Err(Failure::Final(Status::internal(
+            "the upstream answered OK without a message",
+        )));
+    };
+    Ok(Answer {
+        body,
+        metadata: MetadataMap::from_headers(metadata),
+    })
+}
+
+/// Reads the body's gRPC messages: none or one (a second is a protocol error for a unary
+/// call). The usual answer, one DATA frame holding the whole message, is sliced, not copied.
+async fn read_message(
+    body: &mut RecvStream,
+    max: usize,
+    authority: &Authority,
+) -> Result<Option<Bytes>, Failure> {
+    let mut buf = BytesMut::new();
+    let mut first: Option<Bytes> = None;
+    let mut message = None;
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(|e| stream_failure(&e, authority))?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        // Keep the first chunk as it is until a second one arrives.
+        match first.take() {
+            None if buf.is_empty() => first = Some(chunk),
+            Some(held) => {
+                buf.extend_from_slice(&held);
+                buf.extend_from_slice(&chunk);
+            }
+            None => buf.extend_from_slice(&chunk),
+        }
+        let pending: &[u8] = first.as_deref().unwrap_or(&buf);
+        if pending.len() < 5 {
+            continue;
+        }
+        if message.is_some() {
+            return Err(Failure::Final(Status::internal(
+                "the upstream answered a unary call with more than one message",
+            )));
+        }
+        let len = u32::from_be_bytes([pending[1], pending[2], pending[3], pending[4]]) as usize;
+        match pending[0] {
+            0 => {}
+            1 => {
+                return Err(Failure::Final(Status::internal(
+                    "the upstream sent a compressed message though the gateway accepts none",
+                )));
+            }
+            flag => {
+                return Err(Failure::Final(Status::internal(format!(
+                    "the upstream sent a message with an invalid flag byte {flag}"
+                ))));
+            }
+        }
+        if len > max {
+            return Err(Failure::Final(Status::internal(format!(
+                "the upstream's answer of {len} bytes is over the gateway's limit of {max} bytes"
+            ))));
+        }
+        if pending.len() < 5 + len {
+            if let Some(held) = first.take() {
+                buf.reserve(5 + len);
+                buf.extend_from_slice(&held);
+            }
+            continue;
+        }
+        let mut rest = match first.take() {
+            Some(held) => held,
+            None => std::mem::take(&mut buf).freeze(),
+        };
+        message = Some(rest.slice(5..5 + len));
+        rest.advance(5 + len);
+        if !rest.is_empty() {
+            buf.extend_from_slice(&rest);
+        }
+    }
+    let left = first.as_ref().map_or(buf.len(), Bytes::len);
+    if left > 0 {
+        return Err(Failure::Final(Status::internal(format!(
+            "the upstream's answer ended inside a message ({left} bytes left over)"
+        ))));
+    }
+    Ok(message)
+}
+
+/// A stream's error as the gRPC status the spec gives it; refused streams may be retried.
+fn stream_failure(e: &h2::Error, authority: &Authority) -> Failure {
+    let reason = e.reason();
+    if e.is_reset() && e.is_remote() && reason == Some(Reason::REFUSED_STREAM) {
+        return Failure::NotSent(Status::unavailable(format!(
+            "upstream {authority} refused the call"
+        )));
+    }
+    if e.is_io() || e.is_go_away() {
+        return Failure::Final(Status::unavailable(format!(
+            "upstream {authority} connection lost: {e}"
+        )));
+    }
+    // https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md#errors
+    let code = match reason {
+        Some(Reason::CANCEL) => Code::Cancelled,
+        Some(Reason::REFUSED_STREAM) => Code::Unavailable,
+        Some(Reason::ENHANCE_YOUR_CALM) => Code::ResourceExhausted,
+        Some(Reason::INADEQUATE_SECURITY) => Code::PermissionDenied,
+        _ => Code::Internal,
+    };
+    Failure::Final(Status::new(code, format!("upstream {authority}: {e}")))
+}
+
+/// The status of an answer without `grpc-status`, from its HTTP status, as gRPC specifies
+/// (https://github.com/grpc/grpc/blob/master/doc/http-grpc-status-mapping.md).
+fn from_http_status(status: StatusCode) -> Status {
+    let code = match status {
+        StatusCode::BAD_REQUEST => Code::Internal,
+        StatusCode::UNAUTHORIZED => Code::Unauthenticated,
+        StatusCode::FORBIDDEN => Code::PermissionDenied,
+        StatusCode::NOT_FOUND => Code::Unimplemented,
+        StatusCode::TOO_MANY_REQUESTS
+        | StatusCode::BAD_GATEWAY
+        | StatusCode::SERVICE_UNAVAILABLE
+        | StatusCode::GATEWAY_TIMEOUT => Code::Unavailable,
+        _ => Code::Unknown,
+    };
+    Status::new(
+        code,
+        format!(
+            "the upstream answered HTTP {} without a gRPC status",
+            status.as_u16()
+        ),
+    )
+}
+
+/// `grpc-timeout`: the most precise unit whose value fits the protocol's eight digits.
+fn grpc_timeout(timeout: Duration) -> HeaderValue {
+    const MAX: u128 = 99_999_999;
+    let nanos = timeout.as_nanos();
+    let (value, unit) = [
+        (1, b'n'),
+        (1_000, b'u'),
+        (1_000_000, b'm'),
+        (1_000_000_000, b'S'),
+        (60_000_000_000, b'M'),
+        (3_600_000_000_000, b'H'),
+    ]
+    .into_iter()
+    .map(|(per, unit)| (nanos / per, unit))
+    .find(|&(value, _)| value <= MAX)
+    .unwrap_or((MAX, b'H'));
+    let mut text = [0u8; 24];
+    let mut cursor = Cursor::new(&mut text[..]);
+    let _ = std::io::Write::write_fmt(&mut cursor, format_args!("{value}{}", unit as char));
+    let len = cursor.position() as usize;
+    HeaderValue::from_bytes(&text[..len]).unwrap_or_else(|_| HeaderValue::from_static("99999999H"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeout_takes_the_most_precise_unit_that_fits() {
+        let cases = [
+            (Duration::from_nanos(0), "0n"),
+            (Duration::from_nanos(99_999_999), "99999999n"),
+            (Duration::from_millis(100), "100000u"),
+            (Duration::from_secs(3), "3000000u"),
+            (Duration::from_secs(30), "30000000u"),
+            (Duration::from_secs(300), "300000m"),
+            (Duration::from_secs(100_000), "100000S"),
+            (Duration::from_secs(100_000_000), "1666666M"),
+            (Duration::from_secs(u64::MAX), "99999999H"),
+        ];
+        for (timeout, expected) in cases {
+            assert_eq!(grpc_timeout(timeout), expected, "{timeout:?}");
+        }
+    }
+
+    #[test]
+    fn http_statuses_map_as_grpc_specifies() {
+        let cases = [
+            (400, Code::Internal),
+            (401, Code::Unauthenticated),
+            (403, Code::PermissionDenied),
+            (404, Code::Unimplemented),
+            (429, Code::Unavailable),
+            (502, Code::Unavailable),
+            (503, Code::Unavailable),
+            (504, Code::Unavailable),
+            (500, Code::Unknown),
+            (302, Code::Unknown),
+        ];
+        for (status, code) in cases {
+            let s = from_http_status(StatusCode::from_u16(status).unwrap());
+            assert_eq!(s.code(), code, "{status}");
+            assert!(s.message().contains(&status.to_string()), "{}", s.message());
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! The gateway's unary upstream client against raw HTTP/2 upstreams (the `h2` crate's server)
+//! that answer the way real ones sometimes do: refused streams, trailers-only answers, HTTP
+//! errors without a gRPC status, messages split over frames, protocol violations, silence.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use h2::RecvStream;
+use h2::server::SendResponse;
+use http::{HeaderMap, HeaderValue, Request, Response};
+use protogate_tests::pb::Thing;
+use protogate_tests::{Http, encode, start_gateway};
+
+const ECHO: &str = "/protogate.test.svc.TestService/Echo";
+
+fn config() -> edge::EdgeConfig {
+    edge::EdgeConfig {
+        upstream_timeout: Duration::from_secs(20),
+        ..Default::default()
+    }
+}
+
+type Handler = Arc<
+    dyn Fn(
+            usize,
+            Request<RecvStream>,
+            SendResponse<Bytes>,
+        ) -> Pin<Box<dyn Future<Output = ()> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// A raw HTTP/2 upstream on 127.0.0.1:0: every stream, numbered from 0 across connections,
+/// goes to `handle`. Returns its address and the number of streams it has seen.
+async fn raw_upstream(handle: Handler) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let streams = Arc::new(AtomicUsize::new(0));
+    let seen = streams.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (handle, seen) = (handle.clone(), seen.clone());
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                while let Some(Ok((request, respond))) = conn.accept().await {
+                    let n = seen.fetch_add(1, Ordering::SeqCst);
+                    tokio::spawn(handle(n, request, respond));
+                }
+            });
+        }
+    });
+    (addr, streams)
+}
+
+/// A gRPC message with its 5-byte prefix.
+fn framed(message: &[u8]) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_u8(0);
+    b.put_u32(message.len() as u32);
+    b.put_slice(message);
+    b.freeze()
+}
+
+/// The request's message, its prefix removed.
+async fn message_of(request: Request<RecvStream>) -> Bytes {
+    let mut body = request.into_body();
+    let mut all = BytesMut::new();
+    while let Some(Ok(chunk)) = body.data().await {
+        let _ = body.flow_control().release_capacity(chunk.len());
+        all.extend_from_slice(&chunk);
+    }
+    all.freeze().slice(5..)
+}
+
+fn grpc_head(status: u16) -> Response<()> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/grpc")
+        .body(())
+        .unwrap()
+}
+
+fn trailers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            (
+                http::HeaderName::from_static(k),
+                HeaderValue::from_static(v),
+            )
+        })
+        .collect()
+}
+
+/// Answers `message` in the given DATA chunks, then `grpc-status: 0`.
+async fn answer(mut respond: SendResponse<Bytes>, chunks: Vec<Bytes>) {
+    let Ok(mut send) = respond.send_response(grpc_head(200), false) else {
+        return;
+    };
+    for chunk in chunks {
+        let _ = send.send_data(chunk, false);
+    }
+    let _ = send.send_trailers(trailers(&[("grpc-status", "0")]));
+}
+
+fn thing() -> Vec<u8> {
+    encode(&Thing {
+        id: 42,
+        name: "refused once".into(),
+        ..Default::default()
+    })
+}
+
+#[tokio::test]
+async fn a_refused_call_is_sent_again_once() {
+    // The first stream is refused (the upstream did not process it): the call goes again.
+    let (addr, streams) = raw_upstream(Arc::new(|n, request, mut respond| {
+        Box::pin(async move {
+            if n == 0 {
+                respond.send_reset(h2::Reason::REFUSED_STREAM);
+                return;
+            }
+            let message = message_of(request).await;
+            answer(respond, vec![framed(&message)]).await;
+        })
+    }))
+    .await;
+    let (gw, _) = start_gateway(&format!("http://{addr}"), config()).await;
+    let a = Http::h1()
+        .post(gw.addr, ECHO, "application/x-protobuf", &[], thing())
+        .await;
+    assert_eq!(a.status, 200, "{:?}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.body.as_ref(), thing().as_slice());
+    assert_eq!(streams.load(Ordering::SeqCst), 2);
+
+    // An upstream that refuses everything gets the call twice, not more, and the client a 503.
+    let (addr, streams) = raw_upstream(Arc::new(|_, _, mut respond| {
+        Box::pin(async move { respond.send_reset(h2::Reason::REFUSED_STREAM) })
+    }))
+    .await;
+    let (gw, _) = start_gateway(&format!("http://{addr}"), config()).await;
+    let a = Http::h1()
+        .post(gw.addr, ECHO, "application/json", &[], r#"{"id":"1"}"#)
+        .await;
+    assert_eq!(a.status, 503, "{:?}", a.json());
+    assert_eq!(a.json()["code"], 14);
+    assert!(
+        a.json()["message"].as_str().unwrap().contains("refused"),
+        "{:?}",
+        a.json()
+    );
+    assert_eq!(streams.load(Ordering::SeqCst), 2);
+}
+
+/// How the raw upstream answers, chosen by the request's `grpc-metadata-case` header.
+async fn by_case(request: Request<RecvStream>, mut respond: SendResponse<Bytes>) {
+    let case = request
+        .headers()
+        .get("case")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let message = message_of(request).await;
+    let whole = framed(&message);
+    match case.as_str() {
+        // The prefix and the message cut across three DATA frames, metadata in both the
+        // headers and the trailers.
+        "split" => {
+            let mut head = grpc_head(200);
+            head.headers_mut()
+                .insert("x-head", HeaderValue::from_static("h"));
+            let Ok(mut send) = respond.send_response(head, false) else {
+                return;
+            };
+            let _ = send.send_data(whole.slice(..3), false);
+            let _ = send.send_data(whole.slice(3..7), false);
+            let _ = send.send_data(whole.slice(7..), false);
+            let _ = send.send_trailers(trailers(&[("grpc-status", "0"), ("x-tail", "t")]));
+        }
+        "trailers-only" => {
+            let mut head = grpc_head(200);
+            head.headers_mut()
+                .insert("grpc-status", HeaderValue::from_static("5"));
+            head.headers_mut().insert(
+                "grpc-message",
+                HeaderValue::from_static("no%20such%20thing"),
+            );
+            let _ = respond.send_response(head, true);
+        }
+        "http-404" | "http-502" => {
+            let status: u16 = case[5..].parse().unwrap();
+            let head = Response::builder().status(status).body(()).unwrap();
+            let _ = respond.send_response(head, true);
+        }
+        "no-status" => {
+            if let Ok(mut send) = respond.send_response(grpc_head(200), false) {
+                let _ = send.send_data(whole, true);
+            }
+        }
+        "two-messages" => answer(respond, vec![whole.clone(), whole]).await,
+        "compressed" => {
+            let mut flagged = BytesMut::from(&whole[..]);
+            flagged[0] = 1;
+            answer(respond, vec![flagged.freeze()]).await;
+        }
+        "truncated" => answer(respond, vec![whole.slice(..whole.len() - 1)]).await,
+        "no-message" => answer(respond, vec![]).await,
+        "big" => answer(respond, vec![framed(&vec![b'x'; 4096])]).await,
+        _ => answer(respond, vec![whole]).await,
+    }
+}
+
+#[tokio::test]
+async fn answers_are_read_as_grpc_specifies() {
+    let (addr, _) = raw_upstream(Arc::new(|_, request, respond| {
+        Box::pin(by_case(request, respond))
+    }))
+    .await;
+    let cfg = edge::EdgeConfig {
+        max_response_bytes: 1024,
+        ..config()
+    };
+    let (gw, _) = start_gateway(&format!("http://{addr}"), cfg).await;
+    let http = Http::h1();
+    let call = |case: &'static str| {
+        let http = http.clone();
+        async move {
+            http.post(
+                gw.addr,
+                ECHO,
+                "application/json",
+                &[("grpc-metadata-case", case)],
+                r#"{"id":"7","name":"split me"}"#,
+            )
+            .await
+        }
+    };
+
+    let a = call("split").await;
+    assert_eq!(a.status, 200, "{:?}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.json(), serde_json::json!({"id": "7", "name": "split me"}));
+    assert_eq!(a.header("grpc-metadata-x-head"), Some("h"));
+    assert_eq!(a.header("grpc-metadata-x-tail"), Some("t"));
+
+    // (case, HTTP status, gRPC code, words the message must hold)
+    let cases = [
+        ("trailers-only", 404, 5, "no such thing"),
+        ("http-404", 501, 12, "HTTP 404"),
+        ("http-502", 503, 14, "HTTP 502"),
+        ("no-status", 500, 13, "without a grpc-status"),
+        ("two-messages", 500, 13, "more than one message"),
+        ("compressed", 500, 13, "compressed"),
+        ("truncated", 500, 13, "ended inside a message"),
+        ("no-message", 500, 13, "without a message"),
+        ("big", 500, 13, "limit of 1024 bytes"),
+    ];
+    for (case, status, code, words) in cases {
+        let a = call(case).await;
+        assert_eq!(a.status, status, "{case}: {:?}", a.json());
+        assert_eq!(a.json()["code"], code, "{case}: {:?}", a.json());
+        let message = a.json()["message"].as_str().unwrap().to_owned();
+        assert!(message.contains(words), "{case}: {message}");
+    }
+    // The connection survived every one of them.
+    assert_eq!(call("echo").await.status, 200);
+}
+
+#[tokio::test]
+async fn an_upstream_that_stops_answering_pings_is_given_up() {
+    // The first connection takes one call and then goes silent (never read again, so its
+    // PINGs go unanswered); later connections answer.
+    let connections = Arc::new(AtomicUsize::new(0));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let silent = counted.fetch_add(1, Ordering::SeqCst) == 0;
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                while let Some(Ok((request, respond))) = conn.accept().await {
+                    if silent {
+                        // Hold the call and the connection without polling either.
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        drop((request, respond, conn));
+                        return;
+                    }
+                    tokio::spawn(async move {
+                        let message = message_of(request).await;
+                        answer(respond, vec![framed(&message)]).await;
+                    });
+                }
+            });
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gw_addr = listener.local_addr().unwrap();
+    let upstreams = edge::Upstreams::with_keepalive(
+        Some(&format!("http://{addr}")),
+        &[],
+        1 << 20,
+        Duration::from_millis(100),
+        Duration::from_millis(200),
+    )
+    .unwrap();
+    let gateway =
+        Arc::new(edge::Edge::new(protogate_tests::v1_schema(), upstreams, config()).unwrap());
+    let server = tokio::spawn(edge::serve(listener, gateway, std::future::pending()));
+    let http = Http::h1();
+    // Given up by keep-alive (503), well before the 20 s deadline (which would be 504).
+    let a = http
+        .post(gw_addr, ECHO, "application/json", &[], r#"{"id":"1"}"#)
+        .await;
+    assert_eq!(a.status, 503, "{:?}", a.json());
+    assert!(
+        a.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("connection lost"),
+        "{:?}",
+        a.json()
+    );
+    // The next call dials a new connection.
+    let a = http
+        .post(gw_addr, ECHO, "application/json", &[], r#"{"id":"2"}"#)
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.json());
+    assert_eq!(a.json(), serde_json::json!({"id": "2"}));
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_restarted_upstream_is_dialed_again_without_a_failed_call() {
+    let backend = protogate_tests::start_backend().await;
+    let addr = backend.addr;
+    let (gw, _) = start_gateway(&format!("http://{addr}"), config()).await;
+    let http = Http::h1();
+    let a = http
+        .post(gw.addr, ECHO, "application/json", &[], r#"{"id":"1"}"#)
+        .await;
+    assert_eq!(a.status, 200);
+    backend.stop().await;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .expect("port still free");
+    let _backend = protogate_tests::start_backend_on(listener);
+    for id in 2..5 {
+        let body = format!(r#"{{"id":"{id}"}}"#);
+        let a = http
+            .post(gw.addr, ECHO, "application/json", &[], body)
+            .await;
+        assert_eq!(a.status, 200, "call {id}: {:?}", a.json());
+    }
+}
