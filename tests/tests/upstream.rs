@@ -205,6 +205,7 @@ async fn by_case(request: Request<RecvStream>, mut respond: SendResponse<Bytes>)
             }
         }
         "two-messages" => answer(respond, vec![whole.clone(), whole]).await,
+        "two-in-one-frame" => answer(respond, vec![[whole.clone(), whole].concat().into()]).await,
         "compressed" => {
             let mut flagged = BytesMut::from(&whole[..]);
             flagged[0] = 1;
@@ -256,6 +257,7 @@ async fn answers_are_read_as_grpc_specifies() {
         ("http-502", 503, 14, "HTTP 502"),
         ("no-status", 500, 13, "without a grpc-status"),
         ("two-messages", 500, 13, "more than one message"),
+        ("two-in-one-frame", 500, 13, "more than one message"),
         ("compressed", 500, 13, "compressed"),
         ("truncated", 500, 13, "ended inside a message"),
         ("no-message", 500, 13, "without a message"),

@@ -396,71 +396,66 @@ async fn read_message(
     max: usize,
     authority: &Authority,
 ) -> Result<Option<Bytes>, Failure> {
-    let mut buf = BytesMut::new();
-    let mut first: Option<Bytes> = None;
+    let internal = |message: String| Failure::Final(Status::internal(message));
+    // Bytes not yet taken: one chunk as it came (`held`), or several joined in `joined`.
+    let mut held: Option<Bytes> = None;
+    let mut joined = BytesMut::new();
     let mut message = None;
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.map_err(|e| stream_failure(&e, authority))?;
-        let _ = body.flow_control().release_capacity(chunk.len());
-        // Keep the first chunk as it is until a second one arrives.
-        match first.take() {
-            None if buf.is_empty() => first = Some(chunk),
-            Some(held) => {
-                buf.extend_from_slice(&held);
-                buf.extend_from_slice(&chunk);
+    loop {
+        let pending: &[u8] = held.as_deref().unwrap_or(&joined);
+        if let [flag, a, b, c, d, ..] = *pending {
+            if message.is_some() {
+                return Err(internal(
+                    "the upstream answered a unary call with more than one message".into(),
+                ));
             }
-            None => buf.extend_from_slice(&chunk),
-        }
-        let pending: &[u8] = first.as_deref().unwrap_or(&buf);
-        if pending.len() < 5 {
-            continue;
-        }
-        if message.is_some() {
-            return Err(Failure::Final(Status::internal(
-                "the upstream answered a unary call with more than one message",
-            )));
-        }
-        let len = u32::from_be_bytes([pending[1], pending[2], pending[3], pending[4]]) as usize;
-        match pending[0] {
-            0 => {}
-            1 => {
-                return Err(Failure::Final(Status::internal(
-                    "the upstream sent a compressed message though the gateway accepts none",
+            match flag {
+                0 => {}
+                1 => {
+                    return Err(internal(
+                        "the upstream sent a compressed message though the gateway accepts none"
+                            .into(),
+                    ));
+                }
+                _ => {
+                    return Err(internal(format!(
+                        "the upstream sent a message with an invalid flag byte {flag}"
+                    )));
+                }
+            }
+            let len = u32::from_be_bytes([a, b, c, d]) as usize;
+            if len > max {
+                return Err(internal(format!(
+                    "the upstream's answer of {len} bytes is over the gateway's limit of {max} bytes"
                 )));
             }
-            flag => {
-                return Err(Failure::Final(Status::internal(format!(
-                    "the upstream sent a message with an invalid flag byte {flag}"
-                ))));
+            if pending.len() >= 5 + len {
+                let mut all = held.take().unwrap_or_else(|| joined.split().freeze());
+                message = Some(all.slice(5..5 + len));
+                all.advance(5 + len);
+                held = (!all.is_empty()).then_some(all);
+                continue;
             }
         }
-        if len > max {
-            return Err(Failure::Final(Status::internal(format!(
-                "the upstream's answer of {len} bytes is over the gateway's limit of {max} bytes"
-            ))));
-        }
-        if pending.len() < 5 + len {
-            if let Some(held) = first.take() {
-                buf.reserve(5 + len);
-                buf.extend_from_slice(&held);
-            }
-            continue;
-        }
-        let mut rest = match first.take() {
-            Some(held) => held,
-            None => std::mem::take(&mut buf).freeze(),
+        let Some(chunk) = body.data().await else {
+            break;
         };
-        message = Some(rest.slice(5..5 + len));
-        rest.advance(5 + len);
-        if !rest.is_empty() {
-            buf.extend_from_slice(&rest);
+        let chunk = chunk.map_err(|e| stream_failure(&e, authority))?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        match held.take() {
+            None if joined.is_empty() => held = Some(chunk),
+            Some(first) => {
+                joined.extend_from_slice(&first);
+                joined.extend_from_slice(&chunk);
+            }
+            None => joined.extend_from_slice(&chunk),
         }
     }
-    let left = first.as_ref().map_or(buf.len(), Bytes::len);
+    let left = held.as_ref().map_or(joined.len(), Bytes::len);
     if left > 0 {
-        return Err(Failure::Final(Status::internal(format!(
+        return Err(internal(format!(
             "the upstream's answer ended inside a message ({left} bytes left over)"
-        ))));
+        )));
     }
     Ok(message)
 }
