@@ -21,7 +21,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use h2::client::{Connection, ResponseFuture, SendRequest};
 use h2::{Ping, Reason, RecvStream};
 use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{HeaderValue, Request, StatusCode, Uri, header};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode, Uri, header};
 use tokio::net::TcpStream;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
@@ -31,6 +31,13 @@ use super::Answer;
 /// A request body: the gRPC message prefix and the message, sent as one DATA frame without
 /// copying the message.
 type Frame = Chain<Cursor<[u8; 5]>, Bytes>;
+
+const APPLICATION_GRPC: HeaderValue = HeaderValue::from_static("application/grpc");
+const TRAILERS: HeaderValue = HeaderValue::from_static("trailers");
+const USER_AGENT: HeaderValue =
+    HeaderValue::from_static(concat!("protogate/", env!("CARGO_PKG_VERSION")));
+const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 
 /// How an upstream connection is dialed and watched.
 #[derive(Clone, Copy, Debug)]
@@ -147,36 +154,32 @@ impl Upstream {
             parts
         })
         .map_err(|e| Status::internal(format!("bad method path {path:?}: {e}")))?;
-        let mut headers = metadata.into_headers();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/grpc"),
-        );
-        headers.insert(header::TE, HeaderValue::from_static("trailers"));
-        headers.insert(
-            header::USER_AGENT,
-            HeaderValue::from_static(concat!("protogate/", env!("CARGO_PKG_VERSION"))),
-        );
-        headers.insert("grpc-timeout", grpc_timeout(timeout));
+        let metadata = metadata.into_headers();
+        let timeout = grpc_timeout(timeout);
         let len = u32::try_from(message.len()).map_err(|_| {
             Status::resource_exhausted("request message over 4 GiB cannot be framed")
         })?;
         let mut prefix = [0u8; 5];
         prefix[1..].copy_from_slice(&len.to_be_bytes());
 
-        // One retry, and only of a call the upstream never processed. The request head is
-        // consumed by a send, so a copy is kept only while a retry is still possible.
+        // One retry, and only of a call the upstream never processed. A send consumes the
+        // request head, so each attempt builds its own (from the client's metadata, which is
+        // usually empty: a map built once, no copies).
         let mut attempts_left = 2;
         loop {
             attempts_left -= 1;
             let mut request = Request::new(());
             *request.method_mut() = http::Method::POST;
             *request.uri_mut() = uri.clone();
-            *request.headers_mut() = if attempts_left > 0 {
-                headers.clone()
-            } else {
-                std::mem::take(&mut headers)
-            };
+            let headers = request.headers_mut();
+            headers.reserve(metadata.len() + 4);
+            for (name, value) in &metadata {
+                headers.append(name.clone(), value.clone());
+            }
+            headers.insert(header::CONTENT_TYPE, APPLICATION_GRPC);
+            headers.insert(header::TE, TRAILERS);
+            headers.insert(header::USER_AGENT, USER_AGENT);
+            headers.insert(GRPC_TIMEOUT, timeout.clone());
             let frame = Cursor::new(prefix).chain(message.clone());
             match self.attempt(request, frame).await {
                 Ok(answer) => return Ok(answer),
@@ -364,29 +367,42 @@ async fn read_answer(
         .await
         .map_err(|e| stream_failure(&e, authority))?
         .unwrap_or_default();
-    let Some(status) = Status::from_header_map(&trailers) else {
-        return Err(Failure::Final(Status::internal(
-            "the upstream ended its answer without a grpc-status",
-        )));
-    };
-    metadata.extend(trailers);
-    if status.code() != Code::Ok {
-        return Err(Failure::Final(Status::with_details_and_metadata(
-            status.code(),
-            status.message(),
-            Bytes::copy_from_slice(status.details()),
-            MetadataMap::from_headers(metadata),
-        )));
+    // The usual end, `grpc-status: 0`, is read without building a Status.
+    if trailers.get(GRPC_STATUS).map(HeaderValue::as_bytes) != Some(b"0") {
+        let Some(status) = Status::from_header_map(&trailers) else {
+            return Err(Failure::Final(Status::internal(
+                "the upstream ended its answer without a grpc-status",
+            )));
+        };
+        if status.code() != Code::Ok {
+            merge_metadata(&mut metadata, &trailers);
+            return Err(Failure::Final(Status::with_details_and_metadata(
+                status.code(),
+                status.message(),
+                Bytes::copy_from_slice(status.details()),
+                MetadataMap::from_headers(metadata),
+            )));
+        }
     }
     let Some(body) = message else {
         return Err(Failure::Final(Status::internal(
             "the upstream answered OK without a message",
         )));
     };
+    merge_metadata(&mut metadata, &trailers);
     Ok(Answer {
         body,
         metadata: MetadataMap::from_headers(metadata),
     })
+}
+
+/// Adds the trailers' metadata to the headers' (gRPC's own `grpc-*` trailers stay out).
+fn merge_metadata(metadata: &mut HeaderMap, trailers: &HeaderMap) {
+    for (name, value) in trailers {
+        if !name.as_str().starts_with("grpc-") {
+            metadata.append(name.clone(), value.clone());
+        }
+    }
 }
 
 /// Reads the body's gRPC messages: none or one (a second is a protocol error for a unary
