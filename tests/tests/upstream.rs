@@ -364,3 +364,38 @@ async fn a_restarted_upstream_is_dialed_again_without_a_failed_call() {
         assert_eq!(a.status, 200, "call {id}: {:?}", a.json());
     }
 }
+
+#[tokio::test]
+async fn connection_specific_metadata_is_not_forwarded() {
+    // HTTP/2 forbids these in a request head (h2 refuses to send it): sent as
+    // `grpc-metadata-*`, they are dropped rather than failing the call or the connection.
+    let backend = protogate_tests::start_backend().await;
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), config()).await;
+    let http = Http::h1();
+    for name in [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+        "te",
+    ] {
+        let header = format!("grpc-metadata-{name}");
+        let a = http
+            .post(
+                gw.addr,
+                ECHO,
+                "application/json",
+                &[(header.as_str(), "x")],
+                r#"{"id":"3"}"#,
+            )
+            .await;
+        assert_eq!(
+            a.status,
+            200,
+            "{name}: {:?}",
+            String::from_utf8_lossy(&a.body)
+        );
+        assert_eq!(a.json(), serde_json::json!({"id": "3"}));
+    }
+}

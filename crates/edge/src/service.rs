@@ -894,6 +894,7 @@ fn is_reserved_metadata(name: &str) -> bool {
                 | "content-length"
                 | "host"
                 | "connection"
+                | "proxy-connection"
                 | "user-agent"
                 | "transfer-encoding"
                 | "keep-alive"

@@ -64,7 +64,8 @@ struct Live {
     conn: Option<Conn>,
     /// Dials finished so far; a caller that waited for another's dial sees it advance.
     dials: u64,
-    last_error: String,
+    /// Why the last dial failed (None when it succeeded).
+    last_error: Option<String>,
 }
 
 #[derive(Clone)]
@@ -193,15 +194,23 @@ impl Upstream {
 
     async fn attempt(&self, request: Request<()>, frame: Frame) -> Result<Answer, Failure> {
         let conn = self.connection().await.map_err(Failure::Final)?;
-        let lost = |e: h2::Error| {
-            conn.state.closed.store(true, Ordering::Relaxed);
-            Failure::NotSent(Status::unavailable(format!(
-                "upstream {} connection lost: {e}",
-                self.authority
-            )))
+        // Before a stream exists, an error is the connection's (lost: dial again and retry)
+        // or the request's own (h2 refused the head: no retry, the connection is fine).
+        let not_sent = |e: h2::Error| {
+            if e.is_io() || e.is_go_away() || e.reason().is_some() {
+                conn.state.closed.store(true, Ordering::Relaxed);
+                Failure::NotSent(Status::unavailable(format!(
+                    "upstream {} connection lost: {e}",
+                    self.authority
+                )))
+            } else {
+                Failure::Final(Status::internal(format!(
+                    "the call could not be sent upstream: {e}"
+                )))
+            }
         };
-        let mut sender = conn.sender.clone().ready().await.map_err(lost)?;
-        let (response, mut send) = sender.send_request(request, false).map_err(lost)?;
+        let mut sender = conn.sender.clone().ready().await.map_err(not_sent)?;
+        let (response, mut send) = sender.send_request(request, false).map_err(not_sent)?;
         let _in_flight = InFlight::new(&conn.state);
         // A failure to queue the body shows as the stream's error below.
         let _ = send.send_data(frame, true);
@@ -223,10 +232,12 @@ impl Upstream {
             if let Some(conn) = live.usable() {
                 return Ok(conn);
             }
-            // Another call dialed (and failed) while this one waited: share its answer
-            // rather than dialing once per waiting call.
-            if live.dials != seen {
-                return Err(Status::unavailable(live.last_error.clone()));
+            // Another call's dial failed while this one waited: share its answer rather
+            // than dialing once per waiting call.
+            if live.dials != seen
+                && let Some(error) = &live.last_error
+            {
+                return Err(Status::unavailable(error.clone()));
             }
         }
         let dialed = self.dial().await;
@@ -235,11 +246,12 @@ impl Upstream {
         match dialed {
             Ok(conn) => {
                 live.conn = Some(conn.clone());
+                live.last_error = None;
                 Ok(conn)
             }
             Err(message) => {
                 live.conn = None;
-                live.last_error.clone_from(&message);
+                live.last_error = Some(message.clone());
                 Err(Status::unavailable(message))
             }
         }
