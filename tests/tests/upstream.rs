@@ -36,14 +36,24 @@ type Handler = Arc<
 >;
 
 /// A raw HTTP/2 upstream on 127.0.0.1:0: every stream, numbered from 0 across connections,
-/// goes to `handle`. Returns its address and the number of streams it has seen.
-async fn raw_upstream(handle: Handler) -> (SocketAddr, Arc<AtomicUsize>) {
+/// goes to `handle`.
+struct Raw {
+    addr: SocketAddr,
+    /// Streams seen so far.
+    streams: Arc<AtomicUsize>,
+    /// Connections accepted so far.
+    connections: Arc<AtomicUsize>,
+}
+
+async fn raw_upstream(handle: Handler) -> Raw {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let streams = Arc::new(AtomicUsize::new(0));
-    let seen = streams.clone();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let (seen, accepted) = (streams.clone(), connections.clone());
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
+            accepted.fetch_add(1, Ordering::SeqCst);
             let (handle, seen) = (handle.clone(), seen.clone());
             tokio::spawn(async move {
                 let Ok(mut conn) = h2::server::handshake(tcp).await else {
@@ -56,7 +66,11 @@ async fn raw_upstream(handle: Handler) -> (SocketAddr, Arc<AtomicUsize>) {
             });
         }
     });
-    (addr, streams)
+    Raw {
+        addr,
+        streams,
+        connections,
+    }
 }
 
 /// A gRPC message with its 5-byte prefix.
@@ -110,6 +124,22 @@ async fn answer(mut respond: SendResponse<Bytes>, chunks: Vec<Bytes>) {
     let _ = send.send_trailers(trailers(&[("grpc-status", "0")]));
 }
 
+/// The gateway in front of `upstream` with the given connection options.
+async fn gateway_with(
+    upstream: SocketAddr,
+    options: edge::UpstreamOptions,
+) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let upstreams =
+        edge::Upstreams::with_options(Some(&format!("http://{upstream}")), &[], 1 << 20, options)
+            .unwrap();
+    let gateway =
+        Arc::new(edge::Edge::new(protogate_tests::v1_schema(), upstreams, config()).unwrap());
+    let server = tokio::spawn(edge::serve(listener, gateway, std::future::pending()));
+    (addr, server)
+}
+
 fn thing() -> Vec<u8> {
     encode(&Thing {
         id: 42,
@@ -118,34 +148,34 @@ fn thing() -> Vec<u8> {
     })
 }
 
-#[tokio::test]
-async fn a_refused_call_is_sent_again_once() {
-    // The first stream is refused (the upstream did not process it): the call goes again.
-    let (addr, streams) = raw_upstream(Arc::new(|n, request, mut respond| {
+fn echo_after(refuse: usize, reason: h2::Reason) -> Handler {
+    Arc::new(move |n, request, mut respond| {
         Box::pin(async move {
-            if n == 0 {
-                respond.send_reset(h2::Reason::REFUSED_STREAM);
+            if n < refuse {
+                respond.send_reset(reason);
                 return;
             }
             let message = message_of(request).await;
             answer(respond, vec![framed(&message)]).await;
         })
-    }))
-    .await;
-    let (gw, _) = start_gateway(&format!("http://{addr}"), config()).await;
+    })
+}
+
+#[tokio::test]
+async fn a_refused_call_is_sent_again_once() {
+    // The first stream is refused (the upstream did not process it): the call goes again.
+    let raw = raw_upstream(echo_after(1, h2::Reason::REFUSED_STREAM)).await;
+    let (gw, _) = start_gateway(&format!("http://{}", raw.addr), config()).await;
     let a = Http::h1()
         .post(gw.addr, ECHO, "application/x-protobuf", &[], thing())
         .await;
     assert_eq!(a.status, 200, "{:?}", String::from_utf8_lossy(&a.body));
     assert_eq!(a.body.as_ref(), thing().as_slice());
-    assert_eq!(streams.load(Ordering::SeqCst), 2);
+    assert_eq!(raw.streams.load(Ordering::SeqCst), 2);
 
     // An upstream that refuses everything gets the call twice, not more, and the client a 503.
-    let (addr, streams) = raw_upstream(Arc::new(|_, _, mut respond| {
-        Box::pin(async move { respond.send_reset(h2::Reason::REFUSED_STREAM) })
-    }))
-    .await;
-    let (gw, _) = start_gateway(&format!("http://{addr}"), config()).await;
+    let raw = raw_upstream(echo_after(usize::MAX, h2::Reason::REFUSED_STREAM)).await;
+    let (gw, _) = start_gateway(&format!("http://{}", raw.addr), config()).await;
     let a = Http::h1()
         .post(gw.addr, ECHO, "application/json", &[], r#"{"id":"1"}"#)
         .await;
@@ -156,7 +186,85 @@ async fn a_refused_call_is_sent_again_once() {
         "{:?}",
         a.json()
     );
-    assert_eq!(streams.load(Ordering::SeqCst), 2);
+    assert_eq!(raw.streams.load(Ordering::SeqCst), 2);
+
+    // Other resets may come after the upstream acted on the call: never sent again.
+    for (reason, status, code) in [
+        (h2::Reason::INTERNAL_ERROR, 500, 13),
+        (h2::Reason::CANCEL, 499, 1),
+        (h2::Reason::ENHANCE_YOUR_CALM, 429, 8),
+    ] {
+        let raw = raw_upstream(echo_after(1, reason)).await;
+        let (gw, _) = start_gateway(&format!("http://{}", raw.addr), config()).await;
+        let a = Http::h1()
+            .post(gw.addr, ECHO, "application/json", &[], r#"{"id":"1"}"#)
+            .await;
+        assert_eq!(a.status, status, "{reason:?}: {:?}", a.json());
+        assert_eq!(a.json()["code"], code, "{reason:?}");
+        assert_eq!(raw.streams.load(Ordering::SeqCst), 1, "{reason:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_call_above_a_goaways_last_stream_is_sent_again() {
+    // The first connection speaks just enough HTTP/2 by hand to answer the first request's
+    // HEADERS with GOAWAY(last stream 0, NO_ERROR): the upstream says it took no stream.
+    // Later connections are a real server.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let accepted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            if accepted.fetch_add(1, Ordering::SeqCst) > 0 {
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                        return;
+                    };
+                    while let Some(Ok((request, respond))) = conn.accept().await {
+                        tokio::spawn(async move {
+                            let message = message_of(request).await;
+                            answer(respond, vec![framed(&message)]).await;
+                        });
+                    }
+                });
+                continue;
+            }
+            tokio::spawn(async move {
+                // Our SETTINGS (empty), then frames until a HEADERS (type 1) arrives.
+                let _ = tcp.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await;
+                let mut preface = [0u8; 24];
+                if tcp.read_exact(&mut preface).await.is_err() {
+                    return;
+                }
+                loop {
+                    let mut head = [0u8; 9];
+                    if tcp.read_exact(&mut head).await.is_err() {
+                        return;
+                    }
+                    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+                    let mut payload = vec![0u8; len];
+                    if tcp.read_exact(&mut payload).await.is_err() {
+                        return;
+                    }
+                    if head[3] == 1 {
+                        break;
+                    }
+                }
+                let goaway = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+                let _ = tcp.write_all(&goaway).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            });
+        }
+    });
+    let (gw, _) = start_gateway(&format!("http://{addr}"), config()).await;
+    let a = Http::h1()
+        .post(gw.addr, ECHO, "application/x-protobuf", &[], thing())
+        .await;
+    assert_eq!(a.status, 200, "{:?}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.body.as_ref(), thing().as_slice());
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
 }
 
 /// How the raw upstream answers, chosen by the request's `grpc-metadata-case` header.
@@ -214,16 +322,51 @@ async fn by_case(request: Request<RecvStream>, mut respond: SendResponse<Bytes>)
         "truncated" => answer(respond, vec![whole.slice(..whole.len() - 1)]).await,
         "no-message" => answer(respond, vec![]).await,
         "big" => answer(respond, vec![framed(&vec![b'x'; 4096])]).await,
+        "error-in-trailers" | "bad-details" => {
+            let Ok(mut send) = respond.send_response(grpc_head(200), false) else {
+                return;
+            };
+            let _ = send.send_trailers(if case == "bad-details" {
+                trailers(&[
+                    ("grpc-status", "3"),
+                    ("grpc-message", "bad"),
+                    ("grpc-status-details-bin", "%%% not base64"),
+                ])
+            } else {
+                trailers(&[
+                    ("grpc-status", "9"),
+                    ("grpc-message", "not%20now%20%E2%9C%93"),
+                    ("x-tail", "t"),
+                ])
+            });
+        }
+        "bad-status" => {
+            let mut head = grpc_head(200);
+            head.headers_mut()
+                .insert("grpc-status", HeaderValue::from_static("nine"));
+            let _ = respond.send_response(head, true);
+        }
+        "html" => {
+            let head = Response::builder()
+                .status(200)
+                .header("content-type", "text/html")
+                .body(())
+                .unwrap();
+            if let Ok(mut send) = respond.send_response(head, false) {
+                let _ = send.send_data(Bytes::from_static(b"<html></html>"), true);
+            }
+        }
         _ => answer(respond, vec![whole]).await,
     }
 }
 
 #[tokio::test]
 async fn answers_are_read_as_grpc_specifies() {
-    let (addr, _) = raw_upstream(Arc::new(|_, request, respond| {
+    let raw = raw_upstream(Arc::new(|_, request, respond| {
         Box::pin(by_case(request, respond))
     }))
     .await;
+    let addr = raw.addr;
     let cfg = edge::EdgeConfig {
         max_response_bytes: 1024,
         ..config()
@@ -262,6 +405,10 @@ async fn answers_are_read_as_grpc_specifies() {
         ("truncated", 500, 13, "ended inside a message"),
         ("no-message", 500, 13, "without a message"),
         ("big", 500, 13, "limit of 1024 bytes"),
+        ("error-in-trailers", 400, 9, "not now ✓"),
+        ("bad-details", 400, 3, "bad"),
+        ("bad-status", 500, 2, "invalid grpc-status"),
+        ("html", 500, 2, "content-type text/html"),
     ];
     for (case, status, code, words) in cases {
         let a = call(case).await;
@@ -270,8 +417,12 @@ async fn answers_are_read_as_grpc_specifies() {
         let message = a.json()["message"].as_str().unwrap().to_owned();
         assert!(message.contains(words), "{case}: {message}");
     }
+    // Metadata of a failed call: from the trailers too.
+    let a = call("error-in-trailers").await;
+    assert_eq!(a.header("grpc-metadata-x-tail"), Some("t"));
     // The connection survived every one of them.
     assert_eq!(call("echo").await.status, 200);
+    assert_eq!(raw.connections.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
@@ -304,19 +455,15 @@ async fn an_upstream_that_stops_answering_pings_is_given_up() {
             });
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let gw_addr = listener.local_addr().unwrap();
-    let upstreams = edge::Upstreams::with_keepalive(
-        Some(&format!("http://{addr}")),
-        &[],
-        1 << 20,
-        Duration::from_millis(100),
-        Duration::from_millis(200),
+    let (gw_addr, server) = gateway_with(
+        addr,
+        edge::UpstreamOptions {
+            keepalive_interval: Duration::from_millis(100),
+            keepalive_timeout: Duration::from_secs(1),
+            ..Default::default()
+        },
     )
-    .unwrap();
-    let gateway =
-        Arc::new(edge::Edge::new(protogate_tests::v1_schema(), upstreams, config()).unwrap());
-    let server = tokio::spawn(edge::serve(listener, gateway, std::future::pending()));
+    .await;
     let http = Http::h1();
     // Given up by keep-alive (503), well before the 20 s deadline (which would be 504).
     let a = http
@@ -398,4 +545,56 @@ async fn connection_specific_metadata_is_not_forwarded() {
         );
         assert_eq!(a.json(), serde_json::json!({"id": "3"}));
     }
+}
+
+#[tokio::test]
+async fn a_call_past_its_deadline_is_cancelled_upstream() {
+    // The upstream holds the call and reports how its stream ended.
+    let (tx, mut ended) = tokio::sync::mpsc::unbounded_channel();
+    let raw = raw_upstream(Arc::new(move |_, _, mut respond| {
+        let tx = tx.clone();
+        Box::pin(async move {
+            let reason = std::future::poll_fn(|cx| respond.poll_reset(cx)).await;
+            let _ = tx.send(reason.ok());
+        })
+    }))
+    .await;
+    let (gw, _) = start_gateway(&format!("http://{}", raw.addr), config()).await;
+    let a = Http::h1()
+        .post(
+            gw.addr,
+            ECHO,
+            "application/json",
+            &[("x-timeout", "0.2")],
+            r#"{"id":"1"}"#,
+        )
+        .await;
+    assert_eq!(a.status, 504, "{:?}", a.json());
+    let reason = tokio::time::timeout(Duration::from_secs(10), ended.recv())
+        .await
+        .expect("the upstream learns the call's end");
+    assert_eq!(reason, Some(Some(h2::Reason::CANCEL)));
+}
+
+#[tokio::test]
+async fn a_connection_is_replaced_before_its_stream_ids_run_out() {
+    let raw = raw_upstream(echo_after(0, h2::Reason::NO_ERROR)).await;
+    let (gw, server) = gateway_with(
+        raw.addr,
+        edge::UpstreamOptions {
+            max_streams_per_connection: 2,
+            ..Default::default()
+        },
+    )
+    .await;
+    let http = Http::h1();
+    for id in 1..=5 {
+        let body = format!(r#"{{"id":"{id}"}}"#);
+        let a = http.post(gw, ECHO, "application/json", &[], body).await;
+        assert_eq!(a.status, 200, "call {id}: {:?}", a.json());
+    }
+    // Calls 1-2, 3-4 and 5 on three connections.
+    assert_eq!(raw.streams.load(Ordering::SeqCst), 5);
+    assert_eq!(raw.connections.load(Ordering::SeqCst), 3);
+    server.abort();
 }

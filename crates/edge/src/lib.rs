@@ -27,7 +27,7 @@ use std::time::Duration;
 pub use error::EdgeError;
 pub use server::serve;
 pub use service::Edge;
-pub use upstream::{BytesCodec, Upstreams};
+pub use upstream::{BytesCodec, UpstreamOptions, Upstreams};
 
 /// The edge's settings: plain data, resolved by the binary from flags and the config file.
 #[derive(Debug, Clone)]

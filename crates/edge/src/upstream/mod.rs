@@ -112,9 +112,31 @@ pub struct Answer {
     pub metadata: MetadataMap,
 }
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
-const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+/// How upstream connections are dialed, watched and replaced.
+#[derive(Clone, Copy, Debug)]
+pub struct UpstreamOptions {
+    pub connect_timeout: Duration,
+    /// A PING is sent this long after the last one while calls are in flight (zero: never).
+    pub keepalive_interval: Duration,
+    /// A connection whose PING is not answered within this is given up.
+    pub keepalive_timeout: Duration,
+    /// Unary calls on one connection before it is replaced (client stream ids run out at
+    /// 2^30 calls).
+    pub max_streams_per_connection: u32,
+}
+
+impl Default for UpstreamOptions {
+    /// tonic's and hyper's settings: 5 s to connect, a PING every 30 s while calls are in
+    /// flight, 20 s to answer it.
+    fn default() -> UpstreamOptions {
+        UpstreamOptions {
+            connect_timeout: Duration::from_secs(5),
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(20),
+            max_streams_per_connection: 1 << 29,
+        }
+    }
+}
 
 impl Upstreams {
     /// Builds lazily-connecting upstreams (nothing is dialed until the first call). Must run
@@ -124,46 +146,40 @@ impl Upstreams {
         by_service: &[(String, String)],
         max_response_bytes: usize,
     ) -> Result<Upstreams, String> {
-        Upstreams::with_keepalive(
+        Upstreams::with_options(
             default,
             by_service,
             max_response_bytes,
-            KEEPALIVE_INTERVAL,
-            KEEPALIVE_TIMEOUT,
+            UpstreamOptions::default(),
         )
     }
 
-    /// [`Upstreams::new`] with HTTP/2 keep-alive PINGs every `interval` while calls are in
-    /// flight; a connection whose PING is not answered within `timeout` is given up.
-    pub fn with_keepalive(
+    /// [`Upstreams::new`] with other connection settings.
+    pub fn with_options(
         default: Option<&str>,
         by_service: &[(String, String)],
         max_response_bytes: usize,
-        interval: Duration,
-        timeout: Duration,
+        options: UpstreamOptions,
     ) -> Result<Upstreams, String> {
-        let settings = unary::Settings {
-            connect_timeout: CONNECT_TIMEOUT,
-            keepalive_interval: interval,
-            keepalive_timeout: timeout,
-            max_response_bytes,
-        };
         // Services on the same upstream share its connection.
         let mut shared: HashMap<String, Route> = HashMap::new();
         let mut route = |uri: &str| -> Result<Route, String> {
             if let Some(route) = shared.get(uri) {
                 return Ok(route.clone());
             }
-            let endpoint = Endpoint::from_shared(uri.to_owned())
+            let mut endpoint = Endpoint::from_shared(uri.to_owned())
                 .map_err(|e| format!("upstream {uri:?} is not a valid URI: {e}"))?
                 .tcp_nodelay(true)
-                .connect_timeout(CONNECT_TIMEOUT)
-                .http2_keep_alive_interval(interval)
-                .keep_alive_timeout(timeout)
+                .connect_timeout(options.connect_timeout)
                 .keep_alive_while_idle(false);
+            if !options.keepalive_interval.is_zero() {
+                endpoint = endpoint
+                    .http2_keep_alive_interval(options.keepalive_interval)
+                    .keep_alive_timeout(options.keepalive_timeout);
+            }
             let route = Route {
                 uri: uri.to_owned(),
-                unary: Arc::new(unary::Upstream::new(uri, settings)?),
+                unary: Arc::new(unary::Upstream::new(uri, options, max_response_bytes)?),
                 channel: endpoint.connect_lazy(),
             };
             shared.insert(uri.to_owned(), route.clone());
@@ -188,11 +204,6 @@ impl Upstreams {
             .ok_or_else(|| {
                 Status::unavailable(format!("no upstream configured for service {service}"))
             })
-    }
-
-    /// The upstream URI serving `service`, if any.
-    pub fn uri_for(&self, service: &str) -> Option<&str> {
-        self.route(service).ok().map(|r| r.uri.as_str())
     }
 
     /// Every distinct upstream URI.

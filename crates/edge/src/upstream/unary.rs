@@ -8,25 +8,29 @@
 //! are in flight (a dead peer is noticed), the gRPC status from trailers or a trailers-only
 //! answer, the HTTP-status mapping when there is no gRPC status, the response size limit, and
 //! response metadata from headers and trailers. Added: one transparent retry of a call the
-//! upstream provably never processed (no stream was opened, or the stream was refused), so a
-//! backend that restarts does not fail calls in flight to it.
+//! upstream provably did not process (no stream was opened, the stream was refused, or it was
+//! above the last stream a GOAWAY let through), so a backend that restarts or drains does not
+//! fail the calls that had not reached it; a connection is replaced before its stream ids run
+//! out; a status the upstream sends malformed is an error, never a panic.
 
 use std::io::Cursor;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use bytes::buf::Chain;
 use bytes::{Buf, Bytes, BytesMut};
 use h2::client::{Connection, ResponseFuture, SendRequest};
 use h2::{Ping, Reason, RecvStream};
-use http::uri::{Authority, PathAndQuery, Scheme};
+use http::uri::{Authority, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode, Uri, header};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 
-use super::Answer;
+use super::{Answer, UpstreamOptions};
 
 /// A request body: the gRPC message prefix and the message, sent as one DATA frame without
 /// copying the message.
@@ -38,34 +42,27 @@ const USER_AGENT: HeaderValue =
     HeaderValue::from_static(concat!("protogate/", env!("CARGO_PKG_VERSION")));
 const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+const GRPC_STATUS_DETAILS: HeaderName = HeaderName::from_static("grpc-status-details-bin");
 
-/// How an upstream connection is dialed and watched.
-#[derive(Clone, Copy, Debug)]
-pub struct Settings {
-    pub connect_timeout: Duration,
-    /// A PING is sent this long after the last one while calls are in flight.
-    pub keepalive_interval: Duration,
-    /// The connection is given up when a PING is not answered within this.
-    pub keepalive_timeout: Duration,
-    pub max_response_bytes: usize,
-}
+const NO_MESSAGE: &str = "the upstream answered OK without a message";
+/// The largest DATA payload h2 accepts in one call (its flow-control window limit).
+const MAX_FRAME: usize = (1 << 31) - 1;
 
 /// One upstream (scheme `http`, gRPC over h2c) and its shared connection.
 pub struct Upstream {
     authority: Authority,
-    settings: Settings,
-    live: Mutex<Live>,
-    /// Held while dialing, so concurrent calls share one dial.
-    dialing: tokio::sync::Mutex<()>,
+    options: UpstreamOptions,
+    max_response_bytes: usize,
+    live: Arc<Mutex<Live>>,
 }
 
 #[derive(Default)]
 struct Live {
     conn: Option<Conn>,
-    /// Dials finished so far; a caller that waited for another's dial sees it advance.
-    dials: u64,
-    /// Why the last dial failed (None when it succeeded).
-    last_error: Option<String>,
+    /// The dial in progress, which every caller that finds no connection waits for. It runs in
+    /// its own task, so a caller that gives up does not abandon it for the others.
+    dialing: Option<watch::Receiver<Option<Result<Conn, String>>>>,
 }
 
 #[derive(Clone)]
@@ -78,6 +75,7 @@ struct Conn {
 struct ConnState {
     closed: AtomicBool,
     calls: AtomicUsize,
+    streams: AtomicU32,
 }
 
 /// Counts a call in flight on a connection (keep-alive pings only while there are some).
@@ -98,7 +96,7 @@ impl Drop for InFlight {
 
 /// Why a call failed, and whether it may be sent again.
 enum Failure {
-    /// The upstream never saw the call.
+    /// The upstream provably did not process the call.
     NotSent(Status),
     Final(Status),
 }
@@ -107,14 +105,22 @@ impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
             .field("authority", &self.authority)
-            .field("settings", &self.settings)
+            .field("options", &self.options)
             .finish()
     }
 }
 
+fn lock(live: &Mutex<Live>) -> MutexGuard<'_, Live> {
+    live.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Upstream {
     /// An upstream at `uri` (`http://host[:port]`); nothing is dialed until the first call.
-    pub fn new(uri: &str, settings: Settings) -> Result<Upstream, String> {
+    pub fn new(
+        uri: &str,
+        options: UpstreamOptions,
+        max_response_bytes: usize,
+    ) -> Result<Upstream, String> {
         let parsed: Uri = uri
             .parse()
             .map_err(|e| format!("upstream {uri:?} is not a valid URI: {e}"))?;
@@ -128,15 +134,15 @@ impl Upstream {
         };
         Ok(Upstream {
             authority,
-            settings,
-            live: Mutex::default(),
-            dialing: tokio::sync::Mutex::new(()),
+            options,
+            max_response_bytes,
+            live: Arc::default(),
         })
     }
 
     /// Calls `path` with one message; the answer's single message and its metadata. The
-    /// caller enforces `timeout` (it is sent as `grpc-timeout`); dropping the future resets
-    /// the stream (the upstream sees the call cancelled).
+    /// caller enforces `timeout` (what is left of it is sent as `grpc-timeout`); dropping the
+    /// future resets the stream (the upstream sees the call cancelled).
     pub async fn unary(
         &self,
         path: &str,
@@ -144,31 +150,29 @@ impl Upstream {
         metadata: MetadataMap,
         timeout: Duration,
     ) -> Result<Answer, Status> {
-        let uri = Uri::from_parts({
-            let mut parts = http::uri::Parts::default();
-            parts.scheme = Some(Scheme::HTTP);
-            parts.authority = Some(self.authority.clone());
-            parts.path_and_query = Some(
-                PathAndQuery::try_from(path)
-                    .map_err(|e| Status::internal(format!("bad method path {path:?}: {e}")))?,
-            );
-            parts
-        })
-        .map_err(|e| Status::internal(format!("bad method path {path:?}: {e}")))?;
+        let deadline = Instant::now().checked_add(timeout);
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(Scheme::HTTP);
+        parts.authority = Some(self.authority.clone());
+        parts.path_and_query = Some(super::method_path(path)?);
+        let uri = Uri::from_parts(parts)
+            .map_err(|e| Status::internal(format!("bad method path {path:?}: {e}")))?;
         let metadata = metadata.into_headers();
-        let timeout = grpc_timeout(timeout);
-        let len = u32::try_from(message.len()).map_err(|_| {
-            Status::resource_exhausted("request message over 4 GiB cannot be framed")
-        })?;
+        if message.len() > MAX_FRAME - 5 {
+            return Err(Status::resource_exhausted(
+                "a request message over 2 GiB cannot be sent in one HTTP/2 call",
+            ));
+        }
         let mut prefix = [0u8; 5];
-        prefix[1..].copy_from_slice(&len.to_be_bytes());
+        prefix[1..].copy_from_slice(&(message.len() as u32).to_be_bytes());
 
-        // One retry, and only of a call the upstream never processed. A send consumes the
+        // One retry, and only of a call the upstream did not process. A send consumes the
         // request head, so each attempt builds its own (from the client's metadata, which is
         // usually empty: a map built once, no copies).
         let mut attempts_left = 2;
         loop {
             attempts_left -= 1;
+            let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
             let mut request = Request::new(());
             *request.method_mut() = http::Method::POST;
             *request.uri_mut() = uri.clone();
@@ -180,7 +184,7 @@ impl Upstream {
             headers.insert(header::CONTENT_TYPE, APPLICATION_GRPC);
             headers.insert(header::TE, TRAILERS);
             headers.insert(header::USER_AGENT, USER_AGENT);
-            headers.insert(GRPC_TIMEOUT, timeout.clone());
+            headers.insert(GRPC_TIMEOUT, grpc_timeout(left));
             let frame = Cursor::new(prefix).chain(message.clone());
             match self.attempt(request, frame).await {
                 Ok(answer) => return Ok(answer),
@@ -193,119 +197,127 @@ impl Upstream {
     }
 
     async fn attempt(&self, request: Request<()>, frame: Frame) -> Result<Answer, Failure> {
-        let conn = self.connection().await.map_err(Failure::Final)?;
-        // Before a stream exists, an error is the connection's (lost: dial again and retry)
-        // or the request's own (h2 refused the head: no retry, the connection is fine).
-        let not_sent = |e: h2::Error| {
+        let conn = self.connection().await.map_err(Failure::NotSent)?;
+        let lost = |e: h2::Error| {
+            conn.state.closed.store(true, Ordering::Relaxed);
+            Failure::NotSent(Status::unavailable(format!(
+                "upstream {} connection lost: {e}",
+                self.authority
+            )))
+        };
+        // `ready` fails only for the connection's reasons.
+        let mut sender = conn.sender.clone().ready().await.map_err(lost)?;
+        let (response, mut send) = sender.send_request(request, false).map_err(|e| {
             if e.is_io() || e.is_go_away() || e.reason().is_some() {
-                conn.state.closed.store(true, Ordering::Relaxed);
-                Failure::NotSent(Status::unavailable(format!(
-                    "upstream {} connection lost: {e}",
-                    self.authority
-                )))
+                lost(e)
             } else {
+                // h2 refused this request's head; the connection is fine.
                 Failure::Final(Status::internal(format!(
                     "the call could not be sent upstream: {e}"
                 )))
             }
-        };
-        let mut sender = conn.sender.clone().ready().await.map_err(not_sent)?;
-        let (response, mut send) = sender.send_request(request, false).map_err(not_sent)?;
-        let _in_flight = InFlight::new(&conn.state);
-        // A failure to queue the body shows as the stream's error below.
-        let _ = send.send_data(frame, true);
-        read_answer(response, self.settings.max_response_bytes, &self.authority).await
-    }
-
-    /// The live connection, dialed if there is none.
-    async fn connection(&self) -> Result<Conn, Status> {
-        let seen = {
-            let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(conn) = live.usable() {
-                return Ok(conn);
-            }
-            live.dials
-        };
-        let _dialing = self.dialing.lock().await;
+        })?;
+        // Client stream ids are odd and end at 2^31: a connection is replaced well before.
+        if conn.state.streams.fetch_add(1, Ordering::Relaxed) + 1
+            >= self.options.max_streams_per_connection
         {
-            let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(conn) = live.usable() {
-                return Ok(conn);
-            }
-            // Another call's dial failed while this one waited: share its answer rather
-            // than dialing once per waiting call.
-            if live.dials != seen
-                && let Some(error) = &live.last_error
-            {
-                return Err(Status::unavailable(error.clone()));
-            }
+            conn.state.closed.store(true, Ordering::Relaxed);
         }
-        let dialed = self.dial().await;
-        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
-        live.dials += 1;
-        match dialed {
-            Ok(conn) => {
-                live.conn = Some(conn.clone());
-                live.last_error = None;
-                Ok(conn)
-            }
-            Err(message) => {
-                live.conn = None;
-                live.last_error = Some(message.clone());
-                Err(Status::unavailable(message))
-            }
+        let _in_flight = InFlight::new(&conn.state);
+        if let Err(e) = send.send_data(frame, true) {
+            send.send_reset(Reason::CANCEL);
+            return Err(Failure::Final(Status::internal(format!(
+                "the request could not be sent upstream: {e}"
+            ))));
         }
+        read_answer(response, self.max_response_bytes, &self.authority).await
     }
 
-    async fn dial(&self) -> Result<Conn, String> {
-        let host = self.authority.host();
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let port = self.authority.port_u16().unwrap_or(80);
-        let connect = async {
-            let tcp = TcpStream::connect((host, port)).await?;
-            tcp.set_nodelay(true)?;
-            h2::client::Builder::new()
-                // hyper's client defaults, which tonic used: large windows so a big answer
-                // does not wait for WINDOW_UPDATEs.
-                .initial_window_size(2 << 20)
-                .initial_connection_window_size(5 << 20)
-                .max_header_list_size(16 << 10)
-                .enable_push(false)
-                .handshake::<_, Frame>(tcp)
-                .await
-                .map_err(std::io::Error::other)
-        };
-        let (sender, connection) =
-            match tokio::time::timeout(self.settings.connect_timeout, connect).await {
-                Ok(Ok(pair)) => pair,
-                Ok(Err(e)) => {
-                    return Err(format!("upstream {} not reachable: {e}", self.authority));
-                }
-                Err(_) => {
-                    return Err(format!(
-                        "upstream {} not reachable: connect timed out after {:?}",
-                        self.authority, self.settings.connect_timeout
+    /// The live connection; dialed (once for every caller waiting) if there is none.
+    async fn connection(&self) -> Result<Conn, Status> {
+        let mut dialing = {
+            let mut live = lock(&self.live);
+            if let Some(conn) = live
+                .conn
+                .as_ref()
+                .filter(|c| !c.state.closed.load(Ordering::Relaxed))
+            {
+                return Ok(conn.clone());
+            }
+            match &live.dialing {
+                Some(dialing) => dialing.clone(),
+                None => {
+                    let (done, dialing) = watch::channel(None);
+                    live.dialing = Some(dialing.clone());
+                    tokio::spawn(dial(
+                        self.authority.clone(),
+                        self.options,
+                        self.live.clone(),
+                        done,
                     ));
+                    dialing
                 }
-            };
-        let state = Arc::new(ConnState::default());
-        tokio::spawn(drive(
-            connection,
-            state.clone(),
-            self.settings,
-            self.authority.clone(),
-        ));
-        Ok(Conn { sender, state })
+            }
+        };
+        let outcome = dialing
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| Status::unavailable("the dial to the upstream was abandoned"))?
+            .clone();
+        match outcome {
+            Some(Ok(conn)) => Ok(conn),
+            Some(Err(message)) => Err(Status::unavailable(message)),
+            None => Err(Status::unavailable(
+                "the dial to the upstream was abandoned",
+            )),
+        }
     }
 }
 
-impl Live {
-    fn usable(&self) -> Option<Conn> {
-        self.conn
-            .as_ref()
-            .filter(|c| !c.state.closed.load(Ordering::Relaxed))
-            .cloned()
+/// Dials `authority`, records the connection (or not) in `live`, and tells the waiting calls.
+async fn dial(
+    authority: Authority,
+    options: UpstreamOptions,
+    live: Arc<Mutex<Live>>,
+    done: watch::Sender<Option<Result<Conn, String>>>,
+) {
+    let host = authority.host();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = authority.port_u16().unwrap_or(80);
+    let connect = async {
+        let tcp = TcpStream::connect((host, port)).await?;
+        tcp.set_nodelay(true)?;
+        h2::client::Builder::new()
+            // hyper's client defaults, which tonic used: large windows so a big answer does
+            // not wait for WINDOW_UPDATEs.
+            .initial_window_size(2 << 20)
+            .initial_connection_window_size(5 << 20)
+            .max_header_list_size(16 << 10)
+            .enable_push(false)
+            .handshake::<_, Frame>(tcp)
+            .await
+            .map_err(std::io::Error::other)
+    };
+    let outcome = match tokio::time::timeout(options.connect_timeout, connect).await {
+        Ok(Ok((sender, connection))) => {
+            let state = Arc::new(ConnState::default());
+            tokio::spawn(drive(connection, state.clone(), options, authority.clone()));
+            Ok(Conn { sender, state })
+        }
+        Ok(Err(e)) => Err(format!("upstream {authority} not reachable: {e}")),
+        Err(_) => Err(format!(
+            "upstream {authority} not reachable: connect timed out after {:?}",
+            options.connect_timeout
+        )),
+    };
+    {
+        let mut live = lock(&live);
+        live.dialing = None;
+        if let Ok(conn) = &outcome {
+            live.conn = Some(conn.clone());
+        }
     }
+    done.send_replace(Some(outcome));
 }
 
 /// Runs a connection until it ends or stops answering PINGs; then marks it closed (the next
@@ -313,23 +325,35 @@ impl Live {
 async fn drive(
     mut connection: Connection<TcpStream, Frame>,
     state: Arc<ConnState>,
-    settings: Settings,
+    options: UpstreamOptions,
     authority: Authority,
 ) {
     let mut ping = connection.ping_pong();
-    let start = tokio::time::Instant::now() + settings.keepalive_interval;
-    let mut ticks = tokio::time::interval_at(start, settings.keepalive_interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // No keep-alive when its interval is zero (or too large to schedule).
+    let first = (!options.keepalive_interval.is_zero())
+        .then(|| tokio::time::Instant::now().checked_add(options.keepalive_interval))
+        .flatten();
+    let mut ticks = first.map(|first| {
+        let mut ticks = tokio::time::interval_at(first, options.keepalive_interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks
+    });
     let ended = loop {
+        let tick = async {
+            match ticks.as_mut() {
+                Some(ticks) => ticks.tick().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             result = &mut connection => break result.map_err(|e| e.to_string()),
-            _ = ticks.tick() => {
+            _ = tick => {
                 let Some(ping) = ping.as_mut() else { continue };
                 if state.calls.load(Ordering::Relaxed) == 0 || ping.send_ping(Ping::opaque()).is_err() {
                     continue;
                 }
                 let pong = tokio::time::timeout(
-                    settings.keepalive_timeout,
+                    options.keepalive_timeout,
                     std::future::poll_fn(|cx| ping.poll_pong(cx)),
                 );
                 tokio::select! {
@@ -339,7 +363,7 @@ async fn drive(
                         Ok(Err(e)) => break Err(e.to_string()),
                         Err(_) => break Err(format!(
                             "no answer to a keep-alive PING within {:?}",
-                            settings.keepalive_timeout
+                            options.keepalive_timeout
                         )),
                     },
                 }
@@ -363,15 +387,27 @@ async fn read_answer(
     let (head, mut body) = response.into_parts();
     let mut metadata = head.headers;
     // A trailers-only answer carries its status in the headers.
-    if let Some(status) = Status::from_header_map(&metadata) {
+    if let Some(status) = grpc_status(&metadata, &HeaderMap::new()) {
         return Err(Failure::Final(if status.code() == Code::Ok {
-            Status::internal("the upstream answered OK without a message")
+            Status::internal(NO_MESSAGE)
         } else {
             status
         }));
     }
     if head.status != StatusCode::OK {
         return Err(Failure::Final(from_http_status(head.status)));
+    }
+    let content_type = metadata
+        .get(header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    if !content_type.as_deref().is_some_and(|t| {
+        t.get(..16)
+            .is_some_and(|p| p.eq_ignore_ascii_case("application/grpc"))
+    }) {
+        return Err(Failure::Final(Status::unknown(format!(
+            "the upstream answered HTTP 200 with content-type {}, not gRPC",
+            content_type.as_deref().unwrap_or("(none)")
+        ))));
     }
     let message = read_message(&mut body, max_response_bytes, authority).await?;
     let trailers = body
@@ -381,25 +417,17 @@ async fn read_answer(
         .unwrap_or_default();
     // The usual end, `grpc-status: 0`, is read without building a Status.
     if trailers.get(GRPC_STATUS).map(HeaderValue::as_bytes) != Some(b"0") {
-        let Some(status) = Status::from_header_map(&trailers) else {
+        let Some(status) = grpc_status(&trailers, &metadata) else {
             return Err(Failure::Final(Status::internal(
                 "the upstream ended its answer without a grpc-status",
             )));
         };
         if status.code() != Code::Ok {
-            merge_metadata(&mut metadata, &trailers);
-            return Err(Failure::Final(Status::with_details_and_metadata(
-                status.code(),
-                status.message(),
-                Bytes::copy_from_slice(status.details()),
-                MetadataMap::from_headers(metadata),
-            )));
+            return Err(Failure::Final(status));
         }
     }
     let Some(body) = message else {
-        return Err(Failure::Final(Status::internal(
-            "the upstream answered OK without a message",
-        )));
+        return Err(Failure::Final(Status::internal(NO_MESSAGE)));
     };
     merge_metadata(&mut metadata, &trailers);
     Ok(Answer {
@@ -417,6 +445,77 @@ fn merge_metadata(metadata: &mut HeaderMap, trailers: &HeaderMap) {
     }
 }
 
+/// The status in `fields` (trailers, or the headers of a trailers-only answer), its metadata
+/// `headers` + `fields`. Whatever the upstream sends, this does not panic (tonic's
+/// `Status::from_header_map` does on a `grpc-status-details-bin` that is not base64): a
+/// status that is not a number is UNKNOWN, undecodable details are dropped.
+fn grpc_status(fields: &HeaderMap, headers: &HeaderMap) -> Option<Status> {
+    let code = fields.get(GRPC_STATUS)?;
+    let (code, message) = match std::str::from_utf8(code.as_bytes())
+        .ok()
+        .and_then(|c| c.trim().parse::<i32>().ok())
+    {
+        Some(code) => (
+            Code::from_i32(code),
+            fields
+                .get(GRPC_MESSAGE)
+                .map(|m| percent_decode(m.as_bytes()))
+                .unwrap_or_default(),
+        ),
+        None => (
+            Code::Unknown,
+            format!(
+                "the upstream sent an invalid grpc-status {:?}",
+                String::from_utf8_lossy(code.as_bytes())
+            ),
+        ),
+    };
+    let details = fields
+        .get(GRPC_STATUS_DETAILS)
+        .and_then(|d| {
+            // gRPC sends binary headers unpadded but accepts padding.
+            let d = d.as_bytes();
+            let d = d.strip_suffix(b"==").or(d.strip_suffix(b"=")).unwrap_or(d);
+            base64::engine::general_purpose::STANDARD_NO_PAD
+                .decode(d)
+                .ok()
+        })
+        .map(Bytes::from)
+        .unwrap_or_default();
+    let mut metadata = headers.clone();
+    merge_metadata(&mut metadata, fields);
+    Some(Status::with_details_and_metadata(
+        code,
+        message,
+        details,
+        MetadataMap::from_headers(metadata),
+    ))
+}
+
+/// `grpc-message` is percent-encoded UTF-8; anything undecodable is kept as it came.
+fn percent_decode(raw: &[u8]) -> String {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            raw[i],
+            raw.get(i + 1).copied().and_then(hex),
+            raw.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Reads the body's gRPC messages: none or one (a second is a protocol error for a unary
 /// call). The usual answer, one DATA frame holding the whole message, is sliced, not copied.
 async fn read_message(
@@ -425,7 +524,8 @@ async fn read_message(
     authority: &Authority,
 ) -> Result<Option<Bytes>, Failure> {
     let internal = |message: String| Failure::Final(Status::internal(message));
-    // Bytes not yet taken: one chunk as it came (`held`), or several joined in `joined`.
+    // Bytes not yet taken: one chunk as it came (`held`), or several joined in `joined`;
+    // never both.
     let mut held: Option<Bytes> = None;
     let mut joined = BytesMut::new();
     let mut message = None;
@@ -464,6 +564,11 @@ async fn read_message(
                 held = (!all.is_empty()).then_some(all);
                 continue;
             }
+            // Incomplete: gathered in `joined`, sized once.
+            if let Some(first) = held.take() {
+                joined.reserve(5 + len);
+                joined.extend_from_slice(&first);
+            }
         }
         let Some(chunk) = body.data().await else {
             break;
@@ -494,6 +599,13 @@ fn stream_failure(e: &h2::Error, authority: &Authority) -> Failure {
     if e.is_reset() && e.is_remote() && reason == Some(Reason::REFUSED_STREAM) {
         return Failure::NotSent(Status::unavailable(format!(
             "upstream {authority} refused the call"
+        )));
+    }
+    // The upstream's GOAWAY fails a stream only when it is above the last stream the
+    // upstream took: it did not process the call.
+    if e.is_go_away() && e.is_remote() {
+        return Failure::NotSent(Status::unavailable(format!(
+            "upstream {authority} closed the connection before taking the call: {e}"
         )));
     }
     if e.is_io() || e.is_go_away() {
