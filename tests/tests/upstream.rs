@@ -598,3 +598,57 @@ async fn a_connection_is_replaced_before_its_stream_ids_run_out() {
     assert_eq!(raw.connections.load(Ordering::SeqCst), 3);
     server.abort();
 }
+
+#[tokio::test]
+async fn a_stream_whose_status_details_are_not_base64_ends_with_its_status() {
+    // Server streams go through tonic, whose client panics on such details; the gateway
+    // drops them first. Answered in the trailers after one message, and trailers-only.
+    const WATCH: &str = "/protogate.test.svc.TestService/Watch";
+    let raw = raw_upstream(Arc::new(|_, request, mut respond| {
+        Box::pin(async move {
+            let trailers_only = request.headers().contains_key("only");
+            let status = [
+                ("grpc-status", "9"),
+                ("grpc-message", "bad"),
+                ("grpc-status-details-bin", "%%% not base64"),
+            ];
+            if trailers_only {
+                let mut head = grpc_head(200);
+                head.headers_mut().extend(trailers(&status));
+                let _ = respond.send_response(head, true);
+                return;
+            }
+            let Ok(mut send) = respond.send_response(grpc_head(200), false) else {
+                return;
+            };
+            let one = encode(&Thing {
+                name: "w".into(),
+                ..Default::default()
+            });
+            let _ = send.send_data(framed(&one), false);
+            let _ = send.send_trailers(trailers(&status));
+        })
+    }))
+    .await;
+    let (gw, _) = start_gateway(&format!("http://{}", raw.addr), config()).await;
+    let http = Http::h1();
+    let a = http
+        .post(gw.addr, WATCH, "application/json", &[], r#"{"name":"w"}"#)
+        .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        a.json(),
+        serde_json::json!([{"name": "w"}, {"@error": {"code": 9, "message": "bad"}}])
+    );
+    let a = http
+        .post(
+            gw.addr,
+            WATCH,
+            "application/json",
+            &[("grpc-metadata-only", "1")],
+            r#"{"name":"w"}"#,
+        )
+        .await;
+    assert_eq!(a.status, 400, "{:?}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.json(), serde_json::json!({"code": 9, "message": "bad"}));
+}

@@ -3,6 +3,7 @@
 //! connected, so an upstream that only serves unary calls gets one connection) with a
 //! pass-through codec that moves protobuf bodies as raw bytes.
 
+mod sanitize;
 mod unary;
 
 use std::collections::HashMap;
@@ -11,8 +12,9 @@ use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes};
 use http::uri::PathAndQuery;
+use sanitize::Sanitized;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
 use tonic::{Status, metadata::MetadataMap};
 
 /// A codec whose messages are the protobuf bytes themselves: nothing is decoded or
@@ -103,7 +105,7 @@ pub struct Upstreams {
 struct Route {
     uri: String,
     unary: Arc<unary::Upstream>,
-    channel: Channel,
+    channel: Sanitized,
 }
 
 /// A successful upstream answer: the protobuf body and the metadata (headers and trailers).
@@ -180,7 +182,7 @@ impl Upstreams {
             let route = Route {
                 uri: uri.to_owned(),
                 unary: Arc::new(unary::Upstream::new(uri, options, max_response_bytes)?),
-                channel: endpoint.connect_lazy(),
+                channel: Sanitized(endpoint.connect_lazy()),
             };
             shared.insert(uri.to_owned(), route.clone());
             Ok(route)
@@ -220,7 +222,7 @@ impl Upstreams {
     }
 
     /// A ready streaming client for `service`'s upstream.
-    async fn client(&self, service: &str) -> Result<tonic::client::Grpc<Channel>, Status> {
+    async fn client(&self, service: &str) -> Result<tonic::client::Grpc<Sanitized>, Status> {
         let mut grpc = tonic::client::Grpc::new(self.route(service)?.channel.clone())
             .max_decoding_message_size(self.max_response_bytes)
             .max_encoding_message_size(usize::MAX);
@@ -287,6 +289,18 @@ impl Upstreams {
         let (metadata, body, _) = response.into_parts();
         Ok(Answer { body, metadata })
     }
+}
+
+/// A gRPC binary header's value (`*-bin`): base64, sent unpadded, padding accepted.
+fn decode_binary_header(value: &[u8]) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let value = value
+        .strip_suffix(b"==")
+        .or(value.strip_suffix(b"="))
+        .unwrap_or(value);
+    base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(value)
+        .ok()
 }
 
 fn method_path(path: &str) -> Result<PathAndQuery, Status> {

@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use bytes::buf::Chain;
 use bytes::{Buf, Bytes, BytesMut};
 use h2::client::{Connection, ResponseFuture, SendRequest};
@@ -472,14 +471,7 @@ fn grpc_status(fields: &HeaderMap, headers: &HeaderMap) -> Option<Status> {
     };
     let details = fields
         .get(GRPC_STATUS_DETAILS)
-        .and_then(|d| {
-            // gRPC sends binary headers unpadded but accepts padding.
-            let d = d.as_bytes();
-            let d = d.strip_suffix(b"==").or(d.strip_suffix(b"=")).unwrap_or(d);
-            base64::engine::general_purpose::STANDARD_NO_PAD
-                .decode(d)
-                .ok()
-        })
+        .and_then(|d| super::decode_binary_header(d.as_bytes()))
         .map(Bytes::from)
         .unwrap_or_default();
     let mut metadata = headers.clone();
