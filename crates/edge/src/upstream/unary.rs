@@ -149,7 +149,7 @@ impl Upstream {
         metadata: MetadataMap,
         timeout: Duration,
     ) -> Result<Answer, Status> {
-        let deadline = Instant::now().checked_add(timeout);
+        let start = Instant::now();
         let mut parts = http::uri::Parts::default();
         parts.scheme = Some(Scheme::HTTP);
         parts.authority = Some(self.authority.clone());
@@ -171,7 +171,12 @@ impl Upstream {
         let mut attempts_left = 2;
         loop {
             attempts_left -= 1;
-            let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
+            // What is left of the deadline (the first attempt has all of it).
+            let left = if attempts_left > 0 {
+                timeout
+            } else {
+                timeout.saturating_sub(start.elapsed())
+            };
             let mut request = Request::new(());
             *request.method_mut() = http::Method::POST;
             *request.uri_mut() = uri.clone();
@@ -398,14 +403,14 @@ async fn read_answer(
     }
     let content_type = metadata
         .get(header::CONTENT_TYPE)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    if !content_type.as_deref().is_some_and(|t| {
+        .map(HeaderValue::as_bytes);
+    if !content_type.is_some_and(|t| {
         t.get(..16)
-            .is_some_and(|p| p.eq_ignore_ascii_case("application/grpc"))
+            .is_some_and(|p| p.eq_ignore_ascii_case(b"application/grpc"))
     }) {
         return Err(Failure::Final(Status::unknown(format!(
             "the upstream answered HTTP 200 with content-type {}, not gRPC",
-            content_type.as_deref().unwrap_or("(none)")
+            content_type.map_or("(none)".into(), String::from_utf8_lossy)
         ))));
     }
     let message = read_message(&mut body, max_response_bytes, authority).await?;
