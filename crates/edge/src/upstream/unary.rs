@@ -201,7 +201,8 @@ impl Upstream {
     }
 
     async fn attempt(&self, request: Request<()>, frame: Frame) -> Result<Answer, Failure> {
-        let conn = self.connection().await.map_err(Failure::NotSent)?;
+        // A dial that failed would fail again at once: not retried.
+        let conn = self.connection().await.map_err(Failure::Final)?;
         let lost = |e: h2::Error| {
             conn.state.closed.store(true, Ordering::Relaxed);
             Failure::NotSent(Status::unavailable(format!(
