@@ -496,3 +496,93 @@ fn configured_rules_replace_annotations_and_conflicts_are_named() {
         assert!(e.contains(want), "{e}");
     }
 }
+
+#[test]
+fn a_map_field_is_a_body_and_a_response_body_as_a_whole() {
+    // prost-reflect's is_list() is false for maps: a map must not pass for a message field.
+    let schema = schema();
+    let rule =
+        |selector: &str, method: &str, path: &str, body: &str, response_body: &str| HttpRule {
+            selector: selector.into(),
+            method: method.into(),
+            path: path.into(),
+            body: body.into(),
+            response_body: response_body.into(),
+            ..HttpRule::default()
+        };
+    let routes = Routes::new(
+        &schema,
+        &[
+            rule(
+                "library.v1.Library.Echo",
+                "PUT",
+                "/v1/echo/{parent}/labels",
+                "labels",
+                "",
+            ),
+            rule(
+                "library.v1.Library.GetTags",
+                "GET",
+                "/v1/labels/{name}",
+                "",
+                "labels",
+            ),
+        ],
+    )
+    .unwrap();
+    let Lookup::Found(route, values) = routes.find("PUT", "/v1/echo/p/labels") else {
+        panic!()
+    };
+    let mut out = Vec::new();
+    route
+        .request(
+            &schema,
+            &values,
+            None,
+            RequestBody::Formatted(Format::Json, br#"{"k":"v","x":"y"}"#),
+            UnknownQuery::Reject,
+            &Options::default(),
+            &mut out,
+        )
+        .unwrap();
+    let mut json = Vec::new();
+    schema
+        .from_protobuf(
+            &route.method.input,
+            Format::Json,
+            &out,
+            &mut json,
+            &Options::default(),
+        )
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&json).unwrap(),
+        serde_json::json!({"parent": "p", "labels": {"k": "v", "x": "y"}})
+    );
+
+    let Lookup::Found(route, _) = routes.find("GET", "/v1/labels/b") else {
+        panic!()
+    };
+    assert!(!route.protobuf_response() && route.response_message().is_none());
+    // Book{labels: {a: b, c: d}}: entries are (key 1, value 2) messages in field 8.
+    let book = b"\x42\x06\x0a\x01a\x12\x01b\x42\x06\x0a\x01c\x12\x01d";
+    let mut out = Vec::new();
+    route
+        .response(&schema, Format::Json, book, &mut out, &Options::default())
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&out).unwrap(),
+        serde_json::json!({"a": "b", "c": "d"})
+    );
+    assert!(
+        route
+            .response(
+                &schema,
+                Format::Protobuf,
+                book,
+                &mut out,
+                &Options::default()
+            )
+            .is_err()
+    );
+}

@@ -15,7 +15,7 @@ mod template;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
+use prost_reflect::{Cardinality, FieldDescriptor, Kind, MessageDescriptor};
 
 pub use request::RequestBody;
 pub use rules::HttpRule;
@@ -249,8 +249,7 @@ impl Route {
             let masks: Vec<FieldDescriptor> = input
                 .fields()
                 .filter(|f| {
-                    !f.is_list()
-                        && matches!(f.kind(), Kind::Message(m) if m.full_name() == FIELD_MASK)
+                    is_message(f, FIELD_MASK)
                         && !matches!(&body, BodyTarget::Field(b) if b.number() == f.number())
                 })
                 .collect();
@@ -305,15 +304,14 @@ impl Route {
     pub fn protobuf_response(&self) -> bool {
         self.response_body
             .as_ref()
-            .is_none_or(|f| !f.is_list() && matches!(f.kind(), Kind::Message(_)))
+            .is_none_or(|f| singular_message(f).is_some())
     }
 
     /// The message the HTTP response is made of (the output, or `response_body`'s message).
     pub fn response_message(&self) -> Option<MessageDescriptor> {
         match &self.response_body {
             None => Some(self.method.output.clone()),
-            Some(f) if !f.is_list() => f.kind().as_message().cloned(),
-            Some(_) => None,
+            Some(f) => singular_message(f),
         }
     }
 
@@ -324,7 +322,16 @@ impl Route {
 }
 
 fn is_message(f: &FieldDescriptor, name: &str) -> bool {
-    !f.is_list() && matches!(f.kind(), Kind::Message(m) if m.full_name() == name)
+    singular_message(f).is_some_and(|m| m.full_name() == name)
+}
+
+/// The message type of a singular message field; None for scalars, repeated fields and maps
+/// (prost-reflect's `is_list` is false for maps, so it cannot tell).
+pub(crate) fn singular_message(f: &FieldDescriptor) -> Option<MessageDescriptor> {
+    if f.cardinality() == Cardinality::Repeated {
+        return None;
+    }
+    f.kind().as_message().cloned()
 }
 
 /// Resolves a dotted field path. Intermediate fields must be singular messages (not

@@ -4,7 +4,9 @@
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 
 use super::template::percent_decode;
-use super::{BodyTarget, Route, UnknownQuery, field_by_key, leaf_kind, resolve_path};
+use super::{
+    BodyTarget, Route, UnknownQuery, field_by_key, leaf_kind, resolve_path, singular_message,
+};
 use crate::encode::Encoder;
 use crate::tree::{In, Out};
 use crate::wire::{self, Reader, put_len_prefixed, put_tag, put_varint};
@@ -120,50 +122,52 @@ impl Route {
             (BodyTarget::All, RequestBody::Formatted(format, bytes)) => {
                 schema.to_protobuf(input, format, bytes, out, opts)
             }
-            (BodyTarget::Field(f), RequestBody::Formatted(format, bytes)) => match f.kind() {
-                // Protobuf travels as it came; a converted body is written in place, its
-                // length patched in after (no second buffer).
-                Kind::Message(_) if !f.is_list() && format == Format::Protobuf => {
-                    put_len_prefixed(out, f.number(), bytes);
-                    Ok(Findings::default())
-                }
-                Kind::Message(m) if !f.is_list() => {
-                    let start = out.len();
-                    put_tag(out, f.number(), wire::LEN);
-                    let len_at = out.len();
-                    out.push(0);
-                    match schema.to_protobuf(&m, format, bytes, out, opts) {
-                        Ok(findings) => {
-                            crate::direct::encode::patch_len(out, len_at);
-                            Ok(findings)
-                        }
-                        Err(e) => {
-                            out.truncate(start);
-                            Err(e)
+            (BodyTarget::Field(f), RequestBody::Formatted(format, bytes)) => {
+                match singular_message(f) {
+                    // Protobuf travels as it came; a converted body is written in place, its
+                    // length patched in after (no second buffer).
+                    Some(_) if format == Format::Protobuf => {
+                        put_len_prefixed(out, f.number(), bytes);
+                        Ok(Findings::default())
+                    }
+                    Some(m) => {
+                        let start = out.len();
+                        put_tag(out, f.number(), wire::LEN);
+                        let len_at = out.len();
+                        out.push(0);
+                        match schema.to_protobuf(&m, format, bytes, out, opts) {
+                            Ok(findings) => {
+                                crate::direct::encode::patch_len(out, len_at);
+                                Ok(findings)
+                            }
+                            Err(e) => {
+                                out.truncate(start);
+                                Err(e)
+                            }
                         }
                     }
+                    _ => {
+                        // A repeated, map or scalar field: the body is that field's value.
+                        let value = match format {
+                            Format::Json => crate::json::parse(bytes, crate::max_containers(opts))?,
+                            Format::Msgpack => {
+                                crate::msgpack::parse(bytes, crate::max_containers(opts))?
+                            }
+                            Format::Protobuf => {
+                                return Err(Error::request(format!(
+                                    "the body is field {} ({}), which is not a message: send it as JSON or MessagePack",
+                                    f.name(),
+                                    kind_name(f)
+                                )));
+                            }
+                        };
+                        let tree = In::Map(vec![(In::Str(f.json_name().to_owned()), value)]);
+                        let mut findings = Findings::default();
+                        Encoder::new(opts, &mut findings).message(input, &tree, out)?;
+                        Ok(findings)
+                    }
                 }
-                _ => {
-                    // A repeated, map or scalar field: the body is that field's value.
-                    let value = match format {
-                        Format::Json => crate::json::parse(bytes, crate::max_containers(opts))?,
-                        Format::Msgpack => {
-                            crate::msgpack::parse(bytes, crate::max_containers(opts))?
-                        }
-                        Format::Protobuf => {
-                            return Err(Error::request(format!(
-                                "the body is field {} ({}), which is not a message: send it as JSON or MessagePack",
-                                f.name(),
-                                kind_name(f)
-                            )));
-                        }
-                    };
-                    let tree = In::Map(vec![(In::Str(f.json_name().to_owned()), value)]);
-                    let mut findings = Findings::default();
-                    Encoder::new(opts, &mut findings).message(input, &tree, out)?;
-                    Ok(findings)
-                }
-            },
+            }
         }
     }
 
@@ -248,9 +252,9 @@ impl Route {
         };
         let desc = match &self.body {
             BodyTarget::All => self.method.input.clone(),
-            BodyTarget::Field(f) => match f.kind() {
-                Kind::Message(m) if !f.is_list() => m,
-                _ => return Ok(()),
+            BodyTarget::Field(f) => match singular_message(f) {
+                Some(m) => m,
+                None => return Ok(()),
             },
             BodyTarget::None => return Ok(()),
         };
@@ -305,7 +309,7 @@ impl Route {
         let Some(f) = &self.response_body else {
             return schema.from_protobuf(&self.method.output, to, input, out, opts);
         };
-        if let (false, Kind::Message(m)) = (f.is_list(), f.kind()) {
+        if let Some(m) = singular_message(f) {
             let payload = field_payload(input, f.number())?;
             return schema.from_protobuf(&m, to, &payload, out, opts);
         }
