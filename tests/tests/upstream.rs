@@ -356,6 +356,19 @@ async fn by_case(request: Request<RecvStream>, mut respond: SendResponse<Bytes>)
                 let _ = send.send_data(Bytes::from_static(b"<html></html>"), true);
             }
         }
+        // gRPC with a codec suffix is gRPC; grpc-web is not.
+        "grpc+proto" | "grpc-web" => {
+            let head = Response::builder()
+                .status(200)
+                .header("content-type", format!("application/{case}"))
+                .body(())
+                .unwrap();
+            let Ok(mut send) = respond.send_response(head, false) else {
+                return;
+            };
+            let _ = send.send_data(whole, false);
+            let _ = send.send_trailers(trailers(&[("grpc-status", "0")]));
+        }
         _ => answer(respond, vec![whole]).await,
     }
 }
@@ -409,6 +422,7 @@ async fn answers_are_read_as_grpc_specifies() {
         ("bad-details", 400, 3, "bad"),
         ("bad-status", 500, 2, "invalid grpc-status"),
         ("html", 500, 2, "content-type text/html"),
+        ("grpc-web", 500, 2, "content-type application/grpc-web"),
     ];
     for (case, status, code, words) in cases {
         let a = call(case).await;
@@ -417,6 +431,7 @@ async fn answers_are_read_as_grpc_specifies() {
         let message = a.json()["message"].as_str().unwrap().to_owned();
         assert!(message.contains(words), "{case}: {message}");
     }
+    assert_eq!(call("grpc+proto").await.status, 200);
     // Metadata of a failed call: from the trailers too.
     let a = call("error-in-trailers").await;
     assert_eq!(a.header("grpc-metadata-x-tail"), Some("t"));
@@ -601,20 +616,20 @@ async fn a_connection_is_replaced_before_its_stream_ids_run_out() {
 
 #[tokio::test]
 async fn a_stream_whose_status_details_are_not_base64_ends_with_its_status() {
-    // Server streams go through tonic, whose client panics on such details; the gateway
-    // drops them first. Answered in the trailers after one message, and trailers-only.
+    // Server streams go through tonic, whose client panics on details it cannot decode (not
+    // base64, or padded too much); the gateway drops them first. Answered in the trailers
+    // after one message, and trailers-only. The request's `details` metadata picks the value.
     const WATCH: &str = "/protogate.test.svc.TestService/Watch";
     let raw = raw_upstream(Arc::new(|_, request, mut respond| {
         Box::pin(async move {
             let trailers_only = request.headers().contains_key("only");
-            let status = [
-                ("grpc-status", "9"),
-                ("grpc-message", "bad"),
-                ("grpc-status-details-bin", "%%% not base64"),
-            ];
+            let mut status = trailers(&[("grpc-status", "9"), ("grpc-message", "bad")]);
+            if let Some(details) = request.headers().get("details") {
+                status.insert("grpc-status-details-bin", details.clone());
+            }
             if trailers_only {
                 let mut head = grpc_head(200);
-                head.headers_mut().extend(trailers(&status));
+                head.headers_mut().extend(status);
                 let _ = respond.send_response(head, true);
                 return;
             }
@@ -626,29 +641,50 @@ async fn a_stream_whose_status_details_are_not_base64_ends_with_its_status() {
                 ..Default::default()
             });
             let _ = send.send_data(framed(&one), false);
-            let _ = send.send_trailers(trailers(&status));
+            let _ = send.send_trailers(status);
         })
     }))
     .await;
     let (gw, _) = start_gateway(&format!("http://{}", raw.addr), config()).await;
     let http = Http::h1();
-    let a = http
-        .post(gw.addr, WATCH, "application/json", &[], r#"{"name":"w"}"#)
-        .await;
-    assert_eq!(a.status, 200);
-    assert_eq!(
-        a.json(),
-        serde_json::json!([{"name": "w"}, {"@error": {"code": 9, "message": "bad"}}])
-    );
-    let a = http
-        .post(
-            gw.addr,
-            WATCH,
-            "application/json",
-            &[("grpc-metadata-only", "1")],
-            r#"{"name":"w"}"#,
-        )
-        .await;
-    assert_eq!(a.status, 400, "{:?}", String::from_utf8_lossy(&a.body));
-    assert_eq!(a.json(), serde_json::json!({"code": 9, "message": "bad"}));
+    for details in ["%%% not base64", "AAAA=", "AAA=="] {
+        let a = http
+            .post(
+                gw.addr,
+                WATCH,
+                "application/json",
+                &[("grpc-metadata-details", details)],
+                r#"{"name":"w"}"#,
+            )
+            .await;
+        assert_eq!(a.status, 200, "{details}");
+        assert_eq!(
+            a.json(),
+            serde_json::json!([{"name": "w"}, {"@error": {"code": 9, "message": "bad"}}]),
+            "{details}"
+        );
+        let a = http
+            .post(
+                gw.addr,
+                WATCH,
+                "application/json",
+                &[
+                    ("grpc-metadata-only", "1"),
+                    ("grpc-metadata-details", details),
+                ],
+                r#"{"name":"w"}"#,
+            )
+            .await;
+        assert_eq!(
+            a.status,
+            400,
+            "{details}: {:?}",
+            String::from_utf8_lossy(&a.body)
+        );
+        assert_eq!(
+            a.json(),
+            serde_json::json!({"code": 9, "message": "bad"}),
+            "{details}"
+        );
+    }
 }

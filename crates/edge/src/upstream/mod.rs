@@ -291,16 +291,16 @@ impl Upstreams {
     }
 }
 
-/// A gRPC binary header's value (`*-bin`): base64, sent unpadded, padding accepted.
+/// A gRPC binary header's value (`*-bin`): base64, sent unpadded, correct padding accepted
+/// (as tonic reads it: a value this refuses would make tonic's client panic).
 fn decode_binary_header(value: &[u8]) -> Option<Vec<u8>> {
     use base64::Engine as _;
-    let value = value
-        .strip_suffix(b"==")
-        .or(value.strip_suffix(b"="))
-        .unwrap_or(value);
-    base64::engine::general_purpose::STANDARD_NO_PAD
-        .decode(value)
-        .ok()
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const BINARY_HEADER: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    BINARY_HEADER.decode(value).ok()
 }
 
 fn method_path(path: &str) -> Result<PathAndQuery, Status> {

@@ -154,8 +154,8 @@ impl Upstream {
         parts.scheme = Some(Scheme::HTTP);
         parts.authority = Some(self.authority.clone());
         parts.path_and_query = Some(super::method_path(path)?);
-        let uri = Uri::from_parts(parts)
-            .map_err(|e| Status::internal(format!("bad method path {path:?}: {e}")))?;
+        // Scheme, authority and path are all set: this cannot fail.
+        let uri = Uri::from_parts(parts).map_err(|e| Status::internal(e.to_string()))?;
         let metadata = metadata.into_headers();
         if message.len() > MAX_FRAME - 5 {
             return Err(Status::resource_exhausted(
@@ -166,8 +166,8 @@ impl Upstream {
         prefix[1..].copy_from_slice(&(message.len() as u32).to_be_bytes());
 
         // One retry, and only of a call the upstream did not process. A send consumes the
-        // request head, so each attempt builds its own (from the client's metadata, which is
-        // usually empty: a map built once, no copies).
+        // request head, so each attempt builds its own from the client's metadata (usually
+        // empty; otherwise a few reference-counted clones).
         let mut attempts_left = 2;
         loop {
             attempts_left -= 1;
@@ -229,11 +229,10 @@ impl Upstream {
             conn.state.closed.store(true, Ordering::Relaxed);
         }
         let _in_flight = InFlight::new(&conn.state);
-        if let Err(e) = send.send_data(frame, true) {
+        if send.send_data(frame, true).is_err() {
+            // The stream is over (the upstream reset it, or the connection went): its answer
+            // tells why, and whether the call may go again. Reset in case it is not.
             send.send_reset(Reason::CANCEL);
-            return Err(Failure::Final(Status::internal(format!(
-                "the request could not be sent upstream: {e}"
-            ))));
         }
         read_answer(response, self.max_response_bytes, &self.authority).await
     }
@@ -264,18 +263,14 @@ impl Upstream {
                 }
             }
         };
+        // The dial task always reports before its sender is dropped.
         let outcome = dialing
             .wait_for(Option::is_some)
             .await
-            .map_err(|_| Status::unavailable("the dial to the upstream was abandoned"))?
-            .clone();
-        match outcome {
-            Some(Ok(conn)) => Ok(conn),
-            Some(Err(message)) => Err(Status::unavailable(message)),
-            None => Err(Status::unavailable(
-                "the dial to the upstream was abandoned",
-            )),
-        }
+            .ok()
+            .and_then(|outcome| outcome.clone())
+            .unwrap_or_else(|| Err("the dial to the upstream was abandoned".into()));
+        outcome.map_err(Status::unavailable)
     }
 }
 
@@ -405,10 +400,7 @@ async fn read_answer(
     let content_type = metadata
         .get(header::CONTENT_TYPE)
         .map(HeaderValue::as_bytes);
-    if !content_type.is_some_and(|t| {
-        t.get(..16)
-            .is_some_and(|p| p.eq_ignore_ascii_case(b"application/grpc"))
-    }) {
+    if !content_type.is_some_and(is_grpc_content_type) {
         return Err(Failure::Final(Status::unknown(format!(
             "the upstream answered HTTP 200 with content-type {}, not gRPC",
             content_type.map_or("(none)".into(), String::from_utf8_lossy)
@@ -439,6 +431,13 @@ async fn read_answer(
         body,
         metadata: MetadataMap::from_headers(metadata),
     })
+}
+
+/// `application/grpc`, alone or with a `+codec` suffix or parameters (not grpc-web).
+fn is_grpc_content_type(t: &[u8]) -> bool {
+    t.len() >= 16
+        && t[..16].eq_ignore_ascii_case(b"application/grpc")
+        && matches!(t.get(16), None | Some(b'+' | b';' | b' '))
 }
 
 /// Adds the trailers' metadata to the headers' (gRPC's own `grpc-*` trailers stay out).
