@@ -22,6 +22,55 @@ use tonic::body::Body as TonicBody;
 
 pub mod library;
 
+/// A tonic codec whose messages are protobuf bytes as they are (the raw test backends'):
+/// nothing decoded or re-encoded.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BytesCodec;
+
+impl tonic::codec::Codec for BytesCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = BytesCodec;
+    type Decoder = BytesCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        BytesCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        BytesCodec
+    }
+}
+
+impl tonic::codec::Encoder for BytesCodec {
+    type Item = Bytes;
+    type Error = tonic::Status;
+
+    fn encode(
+        &mut self,
+        item: Bytes,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        bytes::BufMut::put(dst, item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for BytesCodec {
+    type Item = Bytes;
+    type Error = tonic::Status;
+
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Bytes>, tonic::Status> {
+        Ok(Some(bytes::Buf::copy_to_bytes(
+            src,
+            bytes::Buf::remaining(src),
+        )))
+    }
+}
+
 /// The generated v2 test service.
 pub mod pb {
     tonic::include_proto!("protogate.test.svc");
@@ -193,7 +242,7 @@ impl tower::Service<Request<TonicBody>> for Dispatch {
     fn call(&mut self, req: Request<TonicBody>) -> Self::Future {
         if req.uri().path() == "/protogate.test.svc.TestService/RawEcho" {
             return Box::pin(async move {
-                let mut grpc = tonic::server::Grpc::new(edge::BytesCodec);
+                let mut grpc = tonic::server::Grpc::new(BytesCodec);
                 Ok(grpc.unary(RawEcho, req).await)
             });
         }

@@ -304,7 +304,7 @@ impl tower::Service<http::Request<tonic::body::Body>> for Dispatch {
     fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
         if req.uri().path() == "/library.v1.Library/Echo" {
             return Box::pin(async move {
-                let mut grpc = tonic::server::Grpc::new(edge::BytesCodec);
+                let mut grpc = tonic::server::Grpc::new(crate::BytesCodec);
                 Ok(grpc.unary(crate::RawEcho, req).await)
             });
         }
@@ -315,7 +315,7 @@ impl tower::Service<http::Request<tonic::body::Body>> for Dispatch {
                 .is_some_and(|v| v == "broken-utf8")
         {
             return Box::pin(async move {
-                let mut grpc = tonic::server::Grpc::new(edge::BytesCodec);
+                let mut grpc = tonic::server::Grpc::new(crate::BytesCodec);
                 Ok(grpc.server_streaming(BrokenUtf8Stream, req).await)
             });
         }

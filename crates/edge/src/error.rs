@@ -183,3 +183,59 @@ impl fmt::Display for EdgeError {
 }
 
 impl std::error::Error for EdgeError {}
+
+/// gRPC's grpc-message encoding: bytes outside printable ASCII, and `%`, as `%XX`.
+pub(crate) fn encode_grpc_message(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `grpc-message` is percent-encoded UTF-8; anything undecodable is kept as it came.
+pub(crate) fn decode_grpc_message(raw: &[u8]) -> String {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            raw[i],
+            raw.get(i + 1).copied().and_then(hex),
+            raw.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_message_encoding_round_trips() {
+        assert_eq!(encode_grpc_message("a b%c\né"), "a b%25c%0A%C3%A9");
+        for text in ["", "plain", "100% ✓\r\n", "%%", "\u{7f}\u{0}"] {
+            assert_eq!(
+                decode_grpc_message(encode_grpc_message(text).as_bytes()),
+                text
+            );
+        }
+        // What is not an escape stays as it came; bytes that are not UTF-8 are replaced.
+        assert_eq!(decode_grpc_message(b"50%, %zz %4"), "50%, %zz %4");
+        assert_eq!(decode_grpc_message(b"%FF"), "\u{fffd}");
+    }
+}

@@ -7,7 +7,7 @@
 //! - [`service`]: the request path: negotiate → route → decode_request → call_upstream →
 //!   encode_response → record.
 //! - [`negotiate`]: Content-Type and Accept.
-//! - [`upstream`]: tonic channels and the pass-through bytes codec.
+//! - [`upstream`]: unary calls on one h2 connection per upstream; streams on tonic channels.
 //! - [`downgrade`]: the rate-limited downgrade warning.
 //! - [`metrics`]: Prometheus metrics.
 //! - [`error`]: edge errors and their mapping to HTTP status and google.rpc.Status.
@@ -27,7 +27,7 @@ use std::time::Duration;
 pub use error::EdgeError;
 pub use server::serve;
 pub use service::Edge;
-pub use upstream::{BytesCodec, UpstreamOptions, Upstreams};
+pub use upstream::{UpstreamOptions, Upstreams};
 
 /// The edge's settings: plain data, resolved by the binary from flags and the config file.
 #[derive(Debug, Clone)]

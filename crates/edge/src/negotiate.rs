@@ -34,10 +34,6 @@ const PROTOBUF: &[&str] = &[
 /// The server's preference among formats tied at the same q: protobuf > msgpack > JSON.
 const PREFERENCE: [Format; 3] = [Format::Protobuf, Format::Msgpack, Format::Json];
 
-/// The accepted request media types, for 415 messages.
-pub const ACCEPTED_CONTENT_TYPES: &str = "application/json, application/msgpack (or application/x-msgpack, \
-     application/vnd.msgpack), application/x-protobuf (or application/protobuf, application/x-google-protobuf)";
-
 fn types_of(f: Format) -> &'static [&'static str] {
     match f {
         Format::Json => JSON,
@@ -101,21 +97,6 @@ fn bare_type(text: &str) -> Option<(&str, &str)> {
 
 fn is_one_of(essence: &str, types: &[&str]) -> bool {
     types.iter().any(|t| t.eq_ignore_ascii_case(essence))
-}
-
-/// Negotiates both formats. `strict` answers 406 instead of falling back to JSON.
-pub fn negotiate(
-    content_type: Option<&HeaderValue>,
-    accept: Option<&HeaderValue>,
-    strict: bool,
-) -> Result<Negotiated, EdgeError> {
-    let request = request_format(content_type)?;
-    let (response, fallback) = response_format(request, accept, strict, true)?;
-    Ok(Negotiated {
-        request,
-        response,
-        fallback,
-    })
 }
 
 /// The response format from Accept, `request` being the format a missing Accept (or a tie)
@@ -246,7 +227,14 @@ fn choose<T: Copy + PartialEq>(
         }
         best.map_or(0, |(_, q)| q)
     };
-    let top = offers.iter().map(|(_, t)| q_of(t)).max().unwrap_or(0);
+    // Each offer's q, once (at most five offers: the framings).
+    let mut qs = [0u16; 5];
+    debug_assert!(offers.len() <= qs.len());
+    for (q, (_, types)) in qs.iter_mut().zip(offers) {
+        *q = q_of(types);
+    }
+    let qs = &qs[..offers.len().min(qs.len())];
+    let top = qs.iter().copied().max().unwrap_or(0);
     if top == 0 {
         if strict {
             let served: Vec<&str> = offers.iter().map(|(_, t)| t[0]).collect();
@@ -257,14 +245,11 @@ fn choose<T: Copy + PartialEq>(
         }
         return Ok((fallback, true));
     }
-    let tied = |f: T| offers.iter().any(|(g, t)| *g == f && q_of(t) == top);
-    let chosen = if tied(default) {
+    let mut tied = offers.iter().zip(qs).filter(|&(_, &q)| q == top);
+    let chosen = if tied.clone().any(|((f, _), _)| *f == default) {
         default
     } else {
-        offers
-            .iter()
-            .find(|(f, _)| tied(*f))
-            .map_or(fallback, |(f, _)| *f)
+        tied.next().map_or(fallback, |((f, _), _)| *f)
     };
     Ok((chosen, false))
 }
@@ -383,9 +368,8 @@ mod tests {
     fn neg(ct: &str, accept: Option<&str>, strict: bool) -> Result<(Format, bool), String> {
         let ct = HeaderValue::from_str(ct).unwrap();
         let accept = accept.map(|a| HeaderValue::from_str(a).unwrap());
-        negotiate(Some(&ct), accept.as_ref(), strict)
-            .map(|n| (n.response, n.fallback))
-            .map_err(|e| e.to_string())
+        let request = request_format(Some(&ct)).map_err(|e| e.to_string())?;
+        response_format(request, accept.as_ref(), strict, true).map_err(|e| e.to_string())
     }
 
     #[test]

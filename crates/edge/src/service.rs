@@ -758,7 +758,7 @@ impl BodyEnd for Finish {
     /// closed the request), whatever status its headers carried.
     fn body_end(mut self: Box<Self>, complete: bool) {
         if !complete && let Some(outcome) = &mut self.outcome {
-            outcome.status = StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST);
+            outcome.status = Code::Cancelled.http_status();
         }
     }
 }
@@ -923,22 +923,9 @@ fn metadata_headers(metadata: HeaderMap) -> HeaderMap {
 /// `grpc-status` and `grpc-message` (headers of an error answer, trailers of a stream).
 fn put_status_headers(headers: &mut HeaderMap, code: Code, message: &str) {
     headers.insert("grpc-status", HeaderValue::from(code as i32));
-    if let Ok(v) = HeaderValue::from_str(&percent_encode_grpc_message(message)) {
+    if let Ok(v) = HeaderValue::from_str(&crate::error::encode_grpc_message(message)) {
         headers.insert("grpc-message", v);
     }
-}
-
-/// gRPC's grpc-message encoding: bytes outside printable ASCII, and `%`, as `%XX`.
-fn percent_encode_grpc_message(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for &b in s.as_bytes() {
-        if (0x20..=0x7e).contains(&b) && b != b'%' {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -992,10 +979,5 @@ mod tests {
         let back = metadata_headers(up);
         assert_eq!(back.len(), 1);
         assert_eq!(back.get("grpc-metadata-x-trace").unwrap(), "t");
-    }
-
-    #[test]
-    fn grpc_message_encoding() {
-        assert_eq!(percent_encode_grpc_message("a b%c\né"), "a b%25c%0A%C3%A9");
     }
 }

@@ -171,8 +171,8 @@ impl tonic::server::UnaryService<Bytes> for RawList {
     }
 }
 
-fn raw_grpc() -> tonic::server::Grpc<edge::BytesCodec> {
-    tonic::server::Grpc::new(edge::BytesCodec)
+fn raw_grpc() -> tonic::server::Grpc<protogate_tests::BytesCodec> {
+    tonic::server::Grpc::new(protogate_tests::BytesCodec)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES)
 }

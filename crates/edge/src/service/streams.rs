@@ -450,7 +450,7 @@ struct StreamState {
     client: Client,
     fallback: bool,
     framing: Framing,
-    /// google.api.HttpBody messages: their bytes, unframed.
+    /// google.api.HttpBody messages (`route` says so): their bytes, unframed.
     raw: bool,
     first: Option<Bytes>,
     upstream: tonic::Streaming<Bytes>,
@@ -530,8 +530,7 @@ impl StreamState {
 
     fn message(&mut self, message: &[u8], out: &mut Vec<u8>) -> Result<(), EdgeError> {
         let edge = &self.edge;
-        if self.raw {
-            let route = self.route.as_ref().expect("raw responses have a route");
+        if let Some(route) = self.route.as_deref().filter(|_| self.raw) {
             let (_, data) = route
                 .raw_response_parts(message)
                 .map_err(|e| EdgeError::Internal(format!("upstream HttpBody is malformed: {e}")))?;

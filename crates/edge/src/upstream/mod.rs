@@ -1,7 +1,7 @@
 //! Upstream gRPC calls. Unary calls go over one HTTP/2 connection per upstream driven straight
 //! by the `h2` crate ([`unary`]); streaming calls go over a tonic channel per upstream (lazily
 //! connected, so an upstream that only serves unary calls gets one connection) with a
-//! pass-through codec that moves protobuf bodies as raw bytes.
+//! codec that moves protobuf messages as raw bytes.
 
 mod sanitize;
 mod unary;
@@ -17,37 +17,12 @@ use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::transport::Endpoint;
 use tonic::{Status, metadata::MetadataMap};
 
-/// A codec whose messages are the protobuf bytes themselves: nothing is decoded or
-/// re-encoded, so fields the gateway's schema does not know travel intact.
+/// The answers' decoder of streaming calls: each message is its protobuf bytes, nothing
+/// decoded, so fields the gateway's schema does not know travel intact.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct BytesCodec;
+pub(crate) struct BytesDecoder;
 
-impl Codec for BytesCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = BytesCodec;
-    type Decoder = BytesCodec;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        BytesCodec
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        BytesCodec
-    }
-}
-
-impl Encoder for BytesCodec {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for BytesCodec {
+impl Decoder for BytesDecoder {
     type Item = Bytes;
     type Error = Status;
 
@@ -56,23 +31,23 @@ impl Decoder for BytesCodec {
     }
 }
 
-/// The codec of request streams: [`BytesCodec`]'s messages, where `None` aborts the call (the
-/// encoder fails, so the HTTP/2 stream is reset rather than ended).
+/// The codec of streaming calls: protobuf bytes both ways; a `None` request aborts the call
+/// (the encoder fails, so the HTTP/2 stream is reset rather than ended).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct StreamCodec;
+pub(crate) struct StreamCodec;
 
 impl Codec for StreamCodec {
     type Encode = Option<Bytes>;
     type Decode = Bytes;
     type Encoder = StreamCodec;
-    type Decoder = BytesCodec;
+    type Decoder = BytesDecoder;
 
     fn encoder(&mut self) -> Self::Encoder {
         StreamCodec
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        BytesCodec
+        BytesDecoder
     }
 }
 

@@ -463,7 +463,7 @@ fn grpc_status(fields: &HeaderMap, headers: &HeaderMap) -> Option<Status> {
             Code::from_i32(code),
             fields
                 .get(GRPC_MESSAGE)
-                .map(|m| percent_decode(m.as_bytes()))
+                .map(|m| crate::error::decode_grpc_message(m.as_bytes()))
                 .unwrap_or_default(),
         ),
         None => (
@@ -487,30 +487,6 @@ fn grpc_status(fields: &HeaderMap, headers: &HeaderMap) -> Option<Status> {
         details,
         MetadataMap::from_headers(metadata),
     ))
-}
-
-/// `grpc-message` is percent-encoded UTF-8; anything undecodable is kept as it came.
-fn percent_decode(raw: &[u8]) -> String {
-    let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (
-            raw[i],
-            raw.get(i + 1).copied().and_then(hex),
-            raw.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(hi), Some(lo)) => {
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Reads the body's gRPC messages: none or one (a second is a protocol error for a unary
