@@ -355,13 +355,22 @@ pub async fn start_gateway_with(
     upstream: &str,
     config: edge::EdgeConfig,
 ) -> (Running, Arc<edge::Edge>) {
+    let upstreams =
+        edge::Upstreams::new(Some(upstream), &[], config.max_response_bytes).expect("upstream URI");
+    start_gateway_upstreams(schema, upstreams, config).await
+}
+
+/// Starts the real gateway in-process on 127.0.0.1:0 with `schema` in front of `upstreams`.
+pub async fn start_gateway_upstreams(
+    schema: transcode::Schema,
+    upstreams: edge::Upstreams,
+    config: edge::EdgeConfig,
+) -> (Running, Arc<edge::Edge>) {
     init_logs();
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind gateway");
     let addr = listener.local_addr().expect("addr");
-    let upstreams =
-        edge::Upstreams::new(Some(upstream), &[], config.max_response_bytes).expect("upstream URI");
     let gateway = Arc::new(edge::Edge::new(schema, upstreams, config).expect("edge"));
     let (stop, stopped) = oneshot::channel::<()>();
     let g = gateway.clone();
@@ -533,10 +542,6 @@ impl std::io::Write for LogWriter {
 }
 
 /// Installs the log capture (the gateway helpers do it themselves).
-pub fn init_logs_for_tests() {
-    init_logs();
-}
-
 fn init_logs() {
     let buf = LOGS
         .get_or_init(|| Arc::new(Mutex::new(Vec::new())))

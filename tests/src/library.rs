@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
-use tonic::codegen::tokio_stream::{self, Stream, StreamExt as _};
+use tonic::codegen::tokio_stream::{self, Stream};
 use tonic::{Request, Response, Status, Streaming};
 
 /// The generated code of library.proto and the google.api messages it uses.
@@ -44,6 +44,8 @@ pub struct Stats {
     pub imports_broken: AtomicUsize,
     /// Chat calls whose handler is over (finished, failed or reset).
     pub chats_ended: AtomicUsize,
+    /// Chat calls that saw the clean end of their request stream.
+    pub chats_completed: AtomicUsize,
 }
 
 #[derive(Clone, Default)]
@@ -258,24 +260,35 @@ impl LibraryService for Library {
     type ChatStream = BookStream;
 
     async fn chat(&self, r: Request<Streaming<Book>>) -> Result<Response<BookStream>, Status> {
-        let input = r.into_inner();
-        // Counts the call as ended when tonic drops its response stream, however it ends.
-        struct Ended(Arc<Stats>);
-        impl Drop for Ended {
-            fn drop(&mut self) {
-                self.0.chats_ended.fetch_add(1, Ordering::SeqCst);
+        let mut input = r.into_inner();
+        let stats = self.stats.clone();
+        let (tx, rx) = mpsc::channel(1);
+        tokio::spawn(async move {
+            loop {
+                let answer = match input.message().await {
+                    Ok(Some(b)) if b.title == "fail" => {
+                        Err(Status::aborted("chat failed on request"))
+                    }
+                    Ok(Some(b)) => Ok(Book {
+                        title: b.title.to_uppercase(),
+                        ..b
+                    }),
+                    Ok(None) => {
+                        stats.chats_completed.fetch_add(1, Ordering::SeqCst);
+                        break;
+                    }
+                    Err(e) => Err(e),
+                };
+                let failed = answer.is_err();
+                if tx.send(answer).await.is_err() || failed {
+                    break;
+                }
             }
-        }
-        let ended = Ended(self.stats.clone());
-        let output = input.map(move |m| match (&ended, m).1 {
-            Ok(b) if b.title == "fail" => Err(Status::aborted("chat failed on request")),
-            Ok(b) => Ok(Book {
-                title: b.title.to_uppercase(),
-                ..b
-            }),
-            Err(e) => Err(e),
+            stats.chats_ended.fetch_add(1, Ordering::SeqCst);
         });
-        Ok(Response::new(Box::pin(output)))
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn unannotated(&self, r: Request<GetBookRequest>) -> Result<Response<Book>, Status> {

@@ -871,10 +871,7 @@ async fn health_metrics_and_kinds() {
 async fn per_service_upstreams_route_by_service() {
     let backend = start_backend().await;
     let nowhere = protogate_tests::free_port().await;
-    protogate_tests::init_logs_for_tests();
     // The default upstream is down; the service's own upstream is up.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let upstreams = edge::Upstreams::new(
         Some(&format!("http://{nowhere}")),
         &[(
@@ -884,16 +881,14 @@ async fn per_service_upstreams_route_by_service() {
         64 << 20,
     )
     .unwrap();
-    let gateway = std::sync::Arc::new(
-        edge::Edge::new(protogate_tests::v1_schema(), upstreams, config()).unwrap(),
-    );
-    let server = tokio::spawn(edge::serve(listener, gateway, std::future::pending()));
+    let (gw, _) =
+        protogate_tests::start_gateway_upstreams(protogate_tests::v1_schema(), upstreams, config())
+            .await;
     let a = Http::h1()
-        .post(addr, ECHO, "application/json", &[], r#"{"id":"4"}"#)
+        .post(gw.addr, ECHO, "application/json", &[], r#"{"id":"4"}"#)
         .await;
     assert_eq!(a.status, 200, "{:?}", String::from_utf8_lossy(&a.body));
     assert_eq!(a.json(), serde_json::json!({"id": "4"}));
-    server.abort();
 }
 
 #[tokio::test]

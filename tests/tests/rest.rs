@@ -423,6 +423,13 @@ async fn an_unsupported_body_type_is_refused_before_the_body_is_read() {
     )
     .await;
     assert_eq!(a.status, 400, "{a:?}");
+    assert!(
+        a.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("takes no request body"),
+        "{a:?}"
+    );
 }
 
 #[tokio::test]

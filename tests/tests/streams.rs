@@ -19,6 +19,7 @@ use protogate_tests::library::{self, pb::library::v1 as pb};
 use protogate_tests::metric;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
 use transcode::Format;
 use transcode::stream::{InFraming, Splitter};
 
@@ -36,10 +37,6 @@ fn client(h2: bool) -> Client<HttpConnector, Body> {
 
 fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).boxed()
-}
-
-async fn setup(config: edge::EdgeConfig) -> library::Stack {
-    library::start_with_gateway(config).await
 }
 
 /// A whole answer: status, headers, body and trailers.
@@ -170,7 +167,7 @@ fn sse_events(body: &[u8]) -> Vec<(String, Value)> {
 
 #[tokio::test]
 async fn server_streams_in_every_framing() {
-    let s = setup(edge::EdgeConfig::default()).await;
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
     let uri = format!("http://{}/v1/shelves/1/books:watch?count=3", s.gw.addr);
     for h2 in [false, true] {
         let c = client(h2);
@@ -218,7 +215,7 @@ async fn server_streams_in_every_framing() {
 
 #[tokio::test]
 async fn errors_before_and_after_the_first_message() {
-    let s = setup(edge::EdgeConfig::default()).await;
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
     let c = client(true);
     // Before the first message: an ordinary error answer.
     let w = request(
@@ -304,7 +301,7 @@ async fn errors_before_and_after_the_first_message() {
 
 #[tokio::test]
 async fn a_slow_reader_holds_the_upstream_back() {
-    let s = setup(edge::EdgeConfig::default()).await;
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
     let c = client(true);
     const COUNT: usize = 100_000;
     let req = Request::get(format!(
@@ -345,7 +342,7 @@ async fn a_slow_reader_holds_the_upstream_back() {
 
 #[tokio::test]
 async fn a_client_that_goes_away_cancels_the_upstream_call() {
-    let s = setup(edge::EdgeConfig::default()).await;
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
     for h2 in [false, true] {
         let before = s.stats.watch_cancelled.load(Ordering::SeqCst);
         let c = client(h2);
@@ -386,7 +383,7 @@ fn delimited(messages: &[&[u8]]) -> Vec<u8> {
 
 #[tokio::test]
 async fn client_streams_in_every_framing() {
-    let s = setup(edge::EdgeConfig::default()).await;
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
     let c = client(false);
     let book = |t: &str| pb::Book {
         title: t.into(),
@@ -449,7 +446,7 @@ async fn a_broken_client_stream_is_never_taken_for_a_complete_one() {
         max_stream_bytes: 8 * 1024,
         ..edge::EdgeConfig::default()
     };
-    let s = setup(config).await;
+    let s = library::start_with_gateway(config).await;
     let c = client(false);
     let post = |ct: &'static str, body: Vec<u8>| {
         let c = c.clone();
@@ -505,7 +502,7 @@ async fn a_broken_client_stream_is_never_taken_for_a_complete_one() {
 
 #[tokio::test]
 async fn bidirectional_streams_flow_both_ways_over_http2() {
-    let s = setup(edge::EdgeConfig::default()).await;
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
     // HTTP/1.1 cannot carry them.
     let w = request(
         &client(false),
@@ -520,7 +517,7 @@ async fn bidirectional_streams_flow_both_ways_over_http2() {
     // Over HTTP/2 each answer arrives before the next request is sent.
     let c = client(true);
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, Infallible>>(1);
-    let body = StreamBody::new(tokio_stream_from(rx)).boxed();
+    let body = StreamBody::new(ReceiverStream::new(rx)).boxed();
     let req = Request::post(format!("http://{}/v1/books:chat", s.gw.addr))
         .header("content-type", "application/x-ndjson")
         .body(body)
@@ -555,16 +552,9 @@ async fn bidirectional_streams_flow_both_ways_over_http2() {
     drop(tx);
 }
 
-/// An mpsc receiver as a Stream.
-fn tokio_stream_from<T: Send + 'static>(
-    mut rx: mpsc::Receiver<T>,
-) -> impl futures_core::Stream<Item = T> + Send {
-    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
-}
-
 #[tokio::test]
 async fn stream_downgrades_count_per_message() {
-    let s = setup(edge::EdgeConfig::default()).await;
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
     let c = client(false);
     request(
         &c,
@@ -599,7 +589,7 @@ async fn strict_accept_negotiates_the_stream_framing() {
         strict_accept: true,
         ..edge::EdgeConfig::default()
     };
-    let s = setup(config).await;
+    let s = library::start_with_gateway(config).await;
     let c = client(false);
     let uri = format!("http://{}/v1/shelves/1/books:watch?count=2", s.gw.addr);
     for (accept, want) in [
@@ -616,7 +606,7 @@ async fn strict_accept_negotiates_the_stream_framing() {
 
 #[tokio::test]
 async fn a_client_that_leaves_a_bidirectional_stream_resets_the_upstream_call() {
-    let s = setup(edge::EdgeConfig::default()).await;
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
     let c = Client::builder(TokioExecutor::new())
         .http2_only(true)
         .build_http::<StreamBody<RecvStream<std::io::Error>>>();
@@ -624,7 +614,7 @@ async fn a_client_that_leaves_a_bidirectional_stream_resets_the_upstream_call() 
     let req = Request::post(format!("http://{}/v1/books:chat", s.gw.addr))
         .header("content-type", "application/x-ndjson")
         .body(StreamBody::new(
-            Box::pin(tokio_stream_from(rx)) as RecvStream<_>
+            Box::pin(ReceiverStream::new(rx)) as RecvStream<_>
         ))
         .unwrap();
     tx.send(Ok(Frame::data(Bytes::from_static(b"{\"title\":\"hi\"}\n"))))
@@ -637,18 +627,20 @@ async fn a_client_that_leaves_a_bidirectional_stream_resets_the_upstream_call() 
     tx.send(Err(std::io::Error::other("client gone")))
         .await
         .unwrap();
-    let mut broken = false;
+    let mut ended = false;
     for _ in 0..100 {
         if s.stats.chats_ended.load(Ordering::SeqCst) > 0 {
-            broken = true;
+            ended = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        broken,
+        ended,
         "the upstream still waits for the rest of the request stream"
     );
+    // Reset, not ended cleanly: the upstream must not take half a stream for all of it.
+    assert_eq!(s.stats.chats_completed.load(Ordering::SeqCst), 0);
 }
 
 type RecvStream<E> =
@@ -656,7 +648,7 @@ type RecvStream<E> =
 
 #[tokio::test]
 async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
-    let s = setup(edge::EdgeConfig::default()).await;
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
     let metrics = |c: Client<HttpConnector, Body>| {
         let url = format!("http://{}/metrics", s.gw.addr);
         async move {
@@ -730,7 +722,7 @@ async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
 
 #[tokio::test]
 async fn a_message_that_does_not_render_ends_the_stream_cleanly_in_every_framing() {
-    let s = setup(edge::EdgeConfig::default()).await;
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
     // HTTP/2: the trailers reach the client.
     let c = client(true);
     let url = format!("http://{}/v1/shelves/1/books:watch?count=3", s.gw.addr);
@@ -738,6 +730,7 @@ async fn a_message_that_does_not_render_ends_the_stream_cleanly_in_every_framing
     for (accept, framing) in [
         ("application/x-ndjson", InFraming::Ndjson),
         ("application/json", InFraming::JsonArray),
+        ("application/msgpack", InFraming::Msgpack),
     ] {
         let w = request(
             &c,
@@ -774,4 +767,5 @@ async fn a_message_that_does_not_render_ends_the_stream_cleanly_in_every_framing
     assert_eq!(events.len(), 2, "{:?}", String::from_utf8_lossy(&w.body));
     assert_eq!(events[0].1["title"], "good");
     assert_eq!(events[1].0, "error");
+    assert_eq!(events[1].1["code"], 13, "{events:?}");
 }

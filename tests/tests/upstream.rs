@@ -128,16 +128,18 @@ async fn answer(mut respond: SendResponse<Bytes>, chunks: Vec<Bytes>) {
 async fn gateway_with(
     upstream: SocketAddr,
     options: edge::UpstreamOptions,
-) -> (SocketAddr, tokio::task::JoinHandle<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let upstreams =
-        edge::Upstreams::with_options(Some(&format!("http://{upstream}")), &[], 1 << 20, options)
-            .unwrap();
-    let gateway =
-        Arc::new(edge::Edge::new(protogate_tests::v1_schema(), upstreams, config()).unwrap());
-    let server = tokio::spawn(edge::serve(listener, gateway, std::future::pending()));
-    (addr, server)
+) -> protogate_tests::Running {
+    let config = config();
+    let upstreams = edge::Upstreams::with_options(
+        Some(&format!("http://{upstream}")),
+        &[],
+        config.max_response_bytes,
+        options,
+    )
+    .unwrap();
+    protogate_tests::start_gateway_upstreams(protogate_tests::v1_schema(), upstreams, config)
+        .await
+        .0
 }
 
 fn thing() -> Vec<u8> {
@@ -470,7 +472,7 @@ async fn an_upstream_that_stops_answering_pings_is_given_up() {
             });
         }
     });
-    let (gw_addr, server) = gateway_with(
+    let gw = gateway_with(
         addr,
         edge::UpstreamOptions {
             keepalive_interval: Duration::from_millis(100),
@@ -482,7 +484,7 @@ async fn an_upstream_that_stops_answering_pings_is_given_up() {
     let http = Http::h1();
     // Given up by keep-alive (503), well before the 20 s deadline (which would be 504).
     let a = http
-        .post(gw_addr, ECHO, "application/json", &[], r#"{"id":"1"}"#)
+        .post(gw.addr, ECHO, "application/json", &[], r#"{"id":"1"}"#)
         .await;
     assert_eq!(a.status, 503, "{:?}", a.json());
     assert!(
@@ -495,12 +497,11 @@ async fn an_upstream_that_stops_answering_pings_is_given_up() {
     );
     // The next call dials a new connection.
     let a = http
-        .post(gw_addr, ECHO, "application/json", &[], r#"{"id":"2"}"#)
+        .post(gw.addr, ECHO, "application/json", &[], r#"{"id":"2"}"#)
         .await;
     assert_eq!(a.status, 200, "{:?}", a.json());
     assert_eq!(a.json(), serde_json::json!({"id": "2"}));
     assert_eq!(connections.load(Ordering::SeqCst), 2);
-    server.abort();
 }
 
 #[tokio::test]
@@ -530,7 +531,9 @@ async fn a_restarted_upstream_is_dialed_again_without_a_failed_call() {
 #[tokio::test]
 async fn connection_specific_metadata_is_not_forwarded() {
     // HTTP/2 forbids these in a request head (h2 refuses to send it): sent as
-    // `grpc-metadata-*`, they are dropped rather than failing the call or the connection.
+    // `grpc-metadata-*`, they are dropped rather than failing the call or the connection;
+    // the rest of the metadata still goes.
+    const METADATA: &str = "/protogate.test.svc.TestService/Metadata";
     let backend = protogate_tests::start_backend().await;
     let (gw, _) = start_gateway(&format!("http://{}", backend.addr), config()).await;
     let http = Http::h1();
@@ -546,10 +549,10 @@ async fn connection_specific_metadata_is_not_forwarded() {
         let a = http
             .post(
                 gw.addr,
-                ECHO,
+                METADATA,
                 "application/json",
-                &[(header.as_str(), "x")],
-                r#"{"id":"3"}"#,
+                &[(header.as_str(), "x"), ("grpc-metadata-keep", "y")],
+                "{}",
             )
             .await;
         assert_eq!(
@@ -558,7 +561,12 @@ async fn connection_specific_metadata_is_not_forwarded() {
             "{name}: {:?}",
             String::from_utf8_lossy(&a.body)
         );
-        assert_eq!(a.json(), serde_json::json!({"id": "3"}));
+        let counts = a.json()["counts"].clone();
+        assert!(counts.get("keep=y").is_some(), "{name}: {counts}");
+        assert!(
+            counts.get(format!("{name}=x")).is_none(),
+            "{name}: {counts}"
+        );
     }
 }
 
@@ -594,7 +602,7 @@ async fn a_call_past_its_deadline_is_cancelled_upstream() {
 #[tokio::test]
 async fn a_connection_is_replaced_before_its_stream_ids_run_out() {
     let raw = raw_upstream(echo_after(0, h2::Reason::NO_ERROR)).await;
-    let (gw, server) = gateway_with(
+    let gw = gateway_with(
         raw.addr,
         edge::UpstreamOptions {
             max_streams_per_connection: 2,
@@ -605,13 +613,14 @@ async fn a_connection_is_replaced_before_its_stream_ids_run_out() {
     let http = Http::h1();
     for id in 1..=5 {
         let body = format!(r#"{{"id":"{id}"}}"#);
-        let a = http.post(gw, ECHO, "application/json", &[], body).await;
+        let a = http
+            .post(gw.addr, ECHO, "application/json", &[], body)
+            .await;
         assert_eq!(a.status, 200, "call {id}: {:?}", a.json());
     }
     // Calls 1-2, 3-4 and 5 on three connections.
     assert_eq!(raw.streams.load(Ordering::SeqCst), 5);
     assert_eq!(raw.connections.load(Ordering::SeqCst), 3);
-    server.abort();
 }
 
 #[tokio::test]
