@@ -155,10 +155,7 @@ impl<'a> Renderer<'a> {
                     let mut pr = Reader::new(packed, at);
                     let mut vals = Vec::new();
                     while !pr.is_empty() {
-                        match read_val(&kind, crate::scalar::wire_type(&kind), &mut pr)? {
-                            Some(v) => vals.push(v),
-                            None => unreachable!("packable kinds have a wire type"),
-                        }
+                        vals.push(read_scalar(Op::of(&kind), &mut pr)?);
                     }
                     match fields
                         .entry(number)
@@ -324,9 +321,12 @@ impl<'a> Renderer<'a> {
         for (bytes, at) in entries {
             let mut scanned = self.scan(entry, bytes, at)?;
             let key = match scanned.remove(&1) {
-                Some((_, Acc::One(v))) => map_key_string(v),
-                _ => map_key_string(default_val(&key_field.kind())),
+                Some((_, Acc::One(v))) => v,
+                _ => default_val(&key_field.kind()),
             };
+            let key = map_key_text(key, &mut itoa::Buffer::new())
+                .unwrap_or_default()
+                .to_owned();
             self.path.push(PathSeg::Key(key.clone()));
             let value = match (scanned.remove(&2), value_field.kind()) {
                 (Some((_, Acc::Msgs(chunks))), Kind::Message(m)) => {
@@ -525,7 +525,7 @@ fn clear_oneof_siblings(fields: &mut Scanned<'_>, field: &FieldDescriptor) {
 }
 
 pub(crate) fn is_packable(kind: &Kind) -> bool {
-    !matches!(kind, Kind::String | Kind::Bytes | Kind::Message(_))
+    Op::of(kind).is_packable()
 }
 
 /// Reads one scalar of `kind`; `None` (nothing consumed) when the wire type does not fit.
@@ -534,10 +534,11 @@ pub(crate) fn read_val<'b>(
     wt: u8,
     r: &mut Reader<'b>,
 ) -> Result<Option<Val<'b>>, Error> {
-    if wt != crate::scalar::wire_type(kind) {
+    let op = Op::of(kind);
+    if wt != op.wire_type() {
         return Ok(None);
     }
-    read_scalar(Op::of(kind), r).map(Some)
+    read_scalar(op, r).map(Some)
 }
 
 /// Reads one value of the scalar kind `op` (its wire type already checked): the one table of
@@ -602,14 +603,17 @@ pub(crate) fn default_val(kind: &Kind) -> Val<'static> {
     }
 }
 
-fn map_key_string(v: Val<'_>) -> String {
-    match v {
-        Val::I32(x) | Val::Enum(x) => x.to_string(),
-        Val::I64(x) => x.to_string(),
-        Val::U32(x) => x.to_string(),
-        Val::U64(x) => x.to_string(),
-        Val::Bool(x) => x.to_string(),
-        Val::Str(x) => x.to_owned(),
-        Val::F32(_) | Val::F64(_) | Val::Bytes(_) => String::new(),
-    }
+/// A map key as the JSON mapping writes it: borrowed, or formatted in `digits` (no
+/// allocation). `None` for values no map key can have (floats, bytes).
+pub(crate) fn map_key_text<'a>(v: Val<'a>, digits: &'a mut itoa::Buffer) -> Option<&'a str> {
+    Some(match v {
+        Val::Str(s) => s,
+        Val::I32(x) | Val::Enum(x) => digits.format(x),
+        Val::I64(x) => digits.format(x),
+        Val::U32(x) => digits.format(x),
+        Val::U64(x) => digits.format(x),
+        Val::Bool(true) => "true",
+        Val::Bool(false) => "false",
+        Val::F32(_) | Val::F64(_) | Val::Bytes(_) => return None,
+    })
 }

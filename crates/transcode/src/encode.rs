@@ -296,7 +296,9 @@ impl<'a> Encoder<'a> {
                 let mut packed = Vec::new();
                 for (i, item) in items.iter().enumerate() {
                     match self.convert(field, item).map_err(|e| e.at_index(i))? {
-                        Converted::Value(s) => scalar::put_value(&mut packed, &kind, s),
+                        Converted::Value(s) => {
+                            scalar::put_value(&mut packed, scalar::Op::of(&kind), s)
+                        }
                         Converted::OwnedBytes(_) => unreachable!("bytes are never packed"),
                         Converted::Skip => {}
                     }

@@ -84,6 +84,27 @@ pub(crate) enum Op {
 }
 
 impl Op {
+    /// Every Op, in declaration order (`op as usize` indexes it).
+    const ALL: [Op; 17] = [
+        Op::Double,
+        Op::Float,
+        Op::Int32,
+        Op::Int64,
+        Op::Uint32,
+        Op::Uint64,
+        Op::Sint32,
+        Op::Sint64,
+        Op::Fixed32,
+        Op::Fixed64,
+        Op::Sfixed32,
+        Op::Sfixed64,
+        Op::Bool,
+        Op::Str,
+        Op::Bytes,
+        Op::Enum,
+        Op::Message,
+    ];
+
     pub(crate) fn of(kind: &Kind) -> Op {
         match kind {
             Kind::Double => Op::Double,
@@ -104,6 +125,35 @@ impl Op {
             Kind::Enum(_) => Op::Enum,
             Kind::Message(_) => Op::Message,
         }
+    }
+
+    /// The wire type one value is written with (unpacked): one load from a table.
+    #[inline]
+    pub(crate) fn wire_type(self) -> u8 {
+        const fn of(op: Op) -> u8 {
+            match op {
+                Op::Double | Op::Fixed64 | Op::Sfixed64 => wire::I64,
+                Op::Float | Op::Fixed32 | Op::Sfixed32 => wire::I32,
+                Op::Str | Op::Bytes | Op::Message => wire::LEN,
+                _ => wire::VARINT,
+            }
+        }
+        const TABLE: [u8; 17] = {
+            let mut t = [0u8; 17];
+            let mut i = 0;
+            while i < 17 {
+                t[i] = of(Op::ALL[i]);
+                i += 1;
+            }
+            t
+        };
+        TABLE[self as usize]
+    }
+
+    /// Whether a repeated field of this kind may be packed.
+    #[inline]
+    pub(crate) fn is_packable(self) -> bool {
+        !matches!(self, Op::Str | Op::Bytes | Op::Message)
     }
 }
 
@@ -216,12 +266,7 @@ pub(crate) fn is_default(s: Scalar<'_>) -> bool {
 
 /// The wire type a scalar of `kind` is written with (unpacked).
 pub(crate) fn wire_type(kind: &Kind) -> u8 {
-    match kind {
-        Kind::Double | Kind::Fixed64 | Kind::Sfixed64 => wire::I64,
-        Kind::Float | Kind::Fixed32 | Kind::Sfixed32 => wire::I32,
-        Kind::String | Kind::Bytes | Kind::Message(_) => wire::LEN,
-        _ => wire::VARINT,
-    }
+    Op::of(kind).wire_type()
 }
 
 /// Tag and value, unless `!always` and the value is the default.
@@ -254,19 +299,20 @@ fn put_untagged(out: &mut Vec<u8>, kind: &Kind, s: Scalar<'_>) {
         put_varint(out, b.len() as u64);
         out.extend_from_slice(b);
     } else {
-        put_value(out, kind, s);
+        put_value(out, Op::of(kind), s);
     }
 }
 
-/// A numeric scalar's value without tag (also the element of a packed list).
-pub(crate) fn put_value(out: &mut Vec<u8>, kind: &Kind, s: Scalar<'_>) {
-    match (kind, s) {
-        (Kind::Sint32, Scalar::I32(v)) => put_varint(out, wire::zigzag32(v)),
-        (Kind::Sint64, Scalar::I64(v)) => put_varint(out, wire::zigzag64(v)),
-        (Kind::Fixed32, Scalar::U32(v)) => out.extend_from_slice(&v.to_le_bytes()),
-        (Kind::Sfixed32, Scalar::I32(v)) => out.extend_from_slice(&v.to_le_bytes()),
-        (Kind::Fixed64, Scalar::U64(v)) => out.extend_from_slice(&v.to_le_bytes()),
-        (Kind::Sfixed64, Scalar::I64(v)) => out.extend_from_slice(&v.to_le_bytes()),
+/// A numeric scalar's value without tag (also the element of a packed list), as field kind
+/// `op` encodes it.
+pub(crate) fn put_value(out: &mut Vec<u8>, op: Op, s: Scalar<'_>) {
+    match (op, s) {
+        (Op::Sint32, Scalar::I32(v)) => put_varint(out, wire::zigzag32(v)),
+        (Op::Sint64, Scalar::I64(v)) => put_varint(out, wire::zigzag64(v)),
+        (Op::Fixed32, Scalar::U32(v)) => out.extend_from_slice(&v.to_le_bytes()),
+        (Op::Sfixed32, Scalar::I32(v)) => out.extend_from_slice(&v.to_le_bytes()),
+        (Op::Fixed64, Scalar::U64(v)) => out.extend_from_slice(&v.to_le_bytes()),
+        (Op::Sfixed64, Scalar::I64(v)) => out.extend_from_slice(&v.to_le_bytes()),
         (_, Scalar::I32(v)) => put_varint(out, v as i64 as u64),
         (_, Scalar::I64(v)) => put_varint(out, v as u64),
         (_, Scalar::U32(v)) => put_varint(out, v as u64),
@@ -426,21 +472,26 @@ fn enum_number(n: i128, v: &Lit<'_>) -> Result<i32, Error> {
 
 fn integer_scalar<'v>(kind: &Kind, v: &Lit<'_>) -> Result<Scalar<'v>, Error> {
     let n = integer_value(v)?;
-    let range_err = |what: &'static str| Error::invalid(what, number_text(v));
-    Ok(match kind {
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => {
-            Scalar::I32(i32::try_from(n).map_err(|_| range_err("integer in the int32 range"))?)
-        }
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => {
-            Scalar::I64(i64::try_from(n).map_err(|_| range_err("integer in the int64 range"))?)
-        }
-        Kind::Uint32 | Kind::Fixed32 => {
-            Scalar::U32(u32::try_from(n).map_err(|_| range_err("integer in the uint32 range"))?)
-        }
-        Kind::Uint64 | Kind::Fixed64 => {
-            Scalar::U64(u64::try_from(n).map_err(|_| range_err("integer in the uint64 range"))?)
-        }
-        _ => unreachable!("integer kinds only"),
+    let op = Op::of(kind);
+    int_scalar(op, n).ok_or_else(|| {
+        let range = match op {
+            Op::Int32 | Op::Sint32 | Op::Sfixed32 => "integer in the int32 range",
+            Op::Int64 | Op::Sint64 | Op::Sfixed64 => "integer in the int64 range",
+            Op::Uint32 | Op::Fixed32 => "integer in the uint32 range",
+            _ => "integer in the uint64 range",
+        };
+        Error::invalid(range, number_text(v))
+    })
+}
+
+/// An integer as the scalar of integer field kind `op`; `None` outside its range.
+fn int_scalar(op: Op, n: i128) -> Option<Scalar<'static>> {
+    Some(match op {
+        Op::Int32 | Op::Sint32 | Op::Sfixed32 => Scalar::I32(i32::try_from(n).ok()?),
+        Op::Int64 | Op::Sint64 | Op::Sfixed64 => Scalar::I64(i64::try_from(n).ok()?),
+        Op::Uint32 | Op::Fixed32 => Scalar::U32(u32::try_from(n).ok()?),
+        Op::Uint64 | Op::Fixed64 => Scalar::U64(u64::try_from(n).ok()?),
+        _ => return None,
     })
 }
 
@@ -469,4 +520,25 @@ pub(crate) fn decode_base64_into(s: &str, out: &mut Vec<u8>) -> Result<(), Error
     engine
         .decode_vec(s, out)
         .map_err(|e| Error::invalid("base64 string", format!("{} ({e})", quoted(s))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_table_is_in_declaration_order_and_wire_types_match_the_kinds() {
+        for (i, op) in Op::ALL.into_iter().enumerate() {
+            assert_eq!(op as usize, i, "{op:?}");
+        }
+        let expect = |op: Op| match op {
+            Op::Double | Op::Fixed64 | Op::Sfixed64 => wire::I64,
+            Op::Float | Op::Fixed32 | Op::Sfixed32 => wire::I32,
+            Op::Str | Op::Bytes | Op::Message => wire::LEN,
+            _ => wire::VARINT,
+        };
+        for op in Op::ALL {
+            assert_eq!(op.wire_type(), expect(op), "{op:?}");
+        }
+    }
 }

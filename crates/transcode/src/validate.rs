@@ -6,9 +6,9 @@
 use prost_reflect::{Kind, MessageDescriptor};
 
 use crate::Error;
-use crate::decode::{is_packable, read_val};
+use crate::decode::{is_packable, read_scalar, read_val};
 use crate::error::ErrorKind;
-use crate::scalar::wire_type;
+use crate::scalar::Op;
 use crate::wire::{self, Reader};
 
 pub(crate) fn message(
@@ -41,7 +41,7 @@ pub(crate) fn message(
                 let (b, at) = r.len_delimited()?;
                 let mut packed = Reader::new(b, at);
                 while !packed.is_empty() {
-                    read_val(k, wire_type(k), &mut packed)
+                    read_scalar(Op::of(k), &mut packed)
                         .map_err(|e| e.at_field(field.json_name()))?;
                 }
                 true

@@ -141,7 +141,7 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
                     continue;
                 }
                 match scalar::convert(&field.kind, &lit, false).map_err(|_| Bail)? {
-                    Converted::Value(s) => scalar::put_value(out, &field.kind, s),
+                    Converted::Value(s) => scalar::put_value(out, field.op, s),
                     _ => return Err(Bail),
                 }
             }
@@ -335,7 +335,10 @@ fn plain_integer(s: &str) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
-/// An i64 as integer field `op` encodes it; bails when out of the field's range.
+/// An i64 as integer field `op` encodes it; bails when out of the field's range. The ranges
+/// are `scalar::int_scalar`'s and the encodings `scalar::put_value`'s, written out in one
+/// match: going through `Scalar` costs Order 4 % more instructions per byte (callgrind).
+/// `fast_path_scalar_edges_agree` holds the two to the same answers.
 #[inline(always)]
 fn put_int(out: &mut Vec<u8>, op: Op, v: i64) -> R<()> {
     let in_i32 = i32::try_from(v).is_ok();

@@ -163,8 +163,6 @@ pub(crate) struct FieldPlan {
     pub(crate) kind: Kind,
     /// `kind` as a plain tag (for maps: the entry's kind, unused).
     pub(crate) op: Op,
-    /// The wire type of one value of `kind` (not packed).
-    pub(crate) wire_type: u8,
     pub(crate) card: Card,
     pub(crate) packed: bool,
     pub(crate) presence: bool,
@@ -389,7 +387,6 @@ fn field_plan(
         enum_is_null_value,
         map_value,
         op: Op::of(&kind),
-        wire_type: scalar::wire_type(&kind),
         kind,
     }
 }

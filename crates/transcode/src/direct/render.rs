@@ -6,13 +6,12 @@
 
 use std::collections::HashSet;
 
-use prost_reflect::Kind;
-
 use super::Bail;
 use super::plan::{Card, FieldPlan, Plans};
 use super::sink::Sink;
-use crate::decode::{Val, default_val, is_default, is_packable, read_scalar, read_val};
+use crate::decode::{Val, default_val, is_default, map_key_text, read_scalar, read_val};
 use crate::error::PathSeg;
+use crate::scalar::Op;
 use crate::wire::{self, Reader};
 use crate::{Findings, Options, UnknownField};
 
@@ -90,7 +89,13 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
         let plans = self.plans;
         let plan = &plans.msgs[plan_idx];
         if plan.special {
-            return self.delegate(plan_idx, bytes, out, path);
+            // A well-known type: the reference renderer writes it.
+            let tree =
+                crate::decode::Renderer::at(self.opts, self.findings, path_segs(path), self.depth)
+                    .message(&plan.desc, bytes, 0)
+                    .map_err(|_| Bail)?;
+            self.sink.tree(out, &tree);
+            return Ok(());
         }
         self.depth += 1;
         if self.depth > self.opts.max_depth {
@@ -158,7 +163,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                             parent: path,
                         };
                         self.message(m, sub, out, Some(&here))?;
-                    } else if field.kind == Kind::String {
+                    } else if field.op == Op::Str {
                         // UTF-8 checked while the string is escaped, not before.
                         if wt != wire::LEN {
                             return Err(Bail);
@@ -172,7 +177,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                             }
                         }
                     } else {
-                        if wt != field.wire_type {
+                        if wt != field.op.wire_type() {
                             return Err(Bail);
                         }
                         let v = read_scalar(field.op, &mut r).map_err(|_| Bail)?;
@@ -200,7 +205,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                         };
                         self.message(m, sub, out, Some(&here))?;
                         elems += 1;
-                    } else if wt == wire::LEN && is_packable(&field.kind) {
+                    } else if wt == wire::LEN && field.op.is_packable() {
                         let (packed, _) = r.len_delimited().map_err(|_| Bail)?;
                         let mut pr = Reader::new(packed, 0);
                         while !pr.is_empty() {
@@ -209,7 +214,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                             self.sink.value(out, field, v, self.opts.enum_numbers);
                             elems += 1;
                         }
-                    } else if field.kind == Kind::String {
+                    } else if field.op == Op::Str {
                         if wt != wire::LEN {
                             return Err(Bail);
                         }
@@ -220,7 +225,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                         }
                         elems += 1;
                     } else {
-                        if wt != field.wire_type {
+                        if wt != field.op.wire_type() {
                             return Err(Bail);
                         }
                         let v = read_scalar(field.op, &mut r).map_err(|_| Bail)?;
@@ -340,21 +345,8 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
         }
         // The key as text, borrowed or formatted on the stack: no allocation per entry.
         let mut digits = itoa::Buffer::new();
-        let key_text: &str = match key {
-            Some(Val::Str(s)) => s,
-            Some(Val::I32(x) | Val::Enum(x)) => digits.format(x),
-            Some(Val::I64(x)) => digits.format(x),
-            Some(Val::U32(x)) => digits.format(x),
-            Some(Val::U64(x)) => digits.format(x),
-            Some(Val::Bool(true)) => "true",
-            Some(Val::Bool(false)) => "false",
-            Some(_) => return Err(Bail),
-            None => match key_kind {
-                prost_reflect::Kind::String => "",
-                prost_reflect::Kind::Bool => "false",
-                _ => "0",
-            },
-        };
+        let key = key.unwrap_or_else(|| default_val(key_kind));
+        let key_text = map_key_text(key, &mut digits).ok_or(Bail)?;
         if !keys.insert(super::fnv(key_text.as_bytes())) {
             return Err(Bail);
         }
@@ -382,23 +374,6 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                 self.sink.value(out, field, v, self.opts.enum_numbers);
             }
         }
-        Ok(())
-    }
-
-    /// Hands a well-known type to the reference renderer.
-    fn delegate(
-        &mut self,
-        plan_idx: usize,
-        bytes: &[u8],
-        out: &mut Vec<u8>,
-        path: Option<&Path<'_>>,
-    ) -> R<()> {
-        let desc = &self.plans.msgs[plan_idx].desc;
-        let tree =
-            crate::decode::Renderer::at(self.opts, self.findings, path_segs(path), self.depth)
-                .message(desc, bytes, 0)
-                .map_err(|_| Bail)?;
-        self.sink.tree(out, &tree);
         Ok(())
     }
 }
