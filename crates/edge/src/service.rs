@@ -58,6 +58,12 @@ struct Target<'a, 'v> {
     route: Option<(&'a Arc<Route>, &'v [&'a str])>,
 }
 
+impl<'a> Target<'a, '_> {
+    fn rule(&self) -> Option<&'a Route> {
+        self.route.map(|(r, _)| &**r)
+    }
+}
+
 impl Edge {
     pub fn new(schema: Schema, upstreams: Upstreams, config: EdgeConfig) -> Result<Edge, String> {
         let status = schema
@@ -263,7 +269,7 @@ impl Edge {
         target: Target<'_, '_>,
         request: Format,
     ) -> Result<(Format, bool), EdgeError> {
-        let route = target.route.map(|(r, _)| &**r);
+        let route = target.rule();
         if route.is_some_and(Route::raw_response) {
             return Ok((Format::Protobuf, false));
         }
@@ -463,7 +469,7 @@ impl Edge {
         formats: Negotiated,
         answer: &Bytes,
     ) -> Result<Response<ResponseBody>, EdgeError> {
-        let route = target.route.map(|(r, _)| &**r);
+        let route = target.rule();
         if let Some(route) = route.filter(|r| r.raw_response()) {
             let (content_type, data) = route
                 .raw_response_parts(answer)

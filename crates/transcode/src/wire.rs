@@ -230,6 +230,39 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Writes the length of the content after the one byte reserved at `len_at`, moving the
+/// content when the length needs more than one byte.
+#[inline]
+pub(crate) fn patch_len(out: &mut Vec<u8>, len_at: usize) {
+    let len = out.len() - len_at - 1;
+    if len < 0x80 {
+        out[len_at] = len as u8;
+    } else {
+        patch_long_len(out, len_at, len);
+    }
+}
+
+/// [`patch_len`] for content of 128 bytes or more: out of line, so that the one-byte case
+/// inlines small.
+#[cold]
+#[inline(never)]
+fn patch_long_len(out: &mut Vec<u8>, len_at: usize, len: usize) {
+    let mut head = [0u8; 10];
+    let mut n = 0;
+    let mut v = len as u64;
+    while v >= 0x80 {
+        head[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    head[n] = v as u8;
+    n += 1;
+    let end = out.len();
+    out.resize(end + n - 1, 0);
+    out.copy_within(len_at + 1..end, len_at + n);
+    out[len_at..len_at + n].copy_from_slice(&head[..n]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +273,19 @@ mod tests {
             let mut out = Vec::new();
             put_varint(&mut out, v);
             assert_eq!(varint_len(v), out.len(), "{v}");
+        }
+    }
+
+    #[test]
+    fn patch_len_moves_long_content() {
+        for len in [0usize, 1, 127, 128, 300, 16_383, 16_384, 70_000] {
+            let mut out = vec![9, 0];
+            out.extend(std::iter::repeat_n(7u8, len));
+            patch_len(&mut out, 1);
+            let mut want = vec![9];
+            put_varint(&mut want, len as u64);
+            want.extend(std::iter::repeat_n(7u8, len));
+            assert_eq!(out, want, "{len}");
         }
     }
 }

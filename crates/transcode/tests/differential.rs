@@ -3011,9 +3011,10 @@ fn harness_catches_a_sabotaged_production_path() {
 
 /// Scalar values at the edges of the direct encoder's fast paths (integers as numbers and
 /// strings at the 18/19-digit and 32/64-bit bounds, `-0`, floats at the float32 bound,
-/// fractions at the exact-division bound, strings, booleans) in every scalar field kind —
-/// implicit presence, explicit presence and packed — agree with the reference, over compact
-/// and spaced JSON and with the key as the last bytes of the input.
+/// fractions at the exact-division bound, strings, booleans, base64, enum names and numbers)
+/// in every scalar field kind — implicit presence, explicit presence and packed — agree with
+/// the reference, over compact and spaced JSON, and with input that ends right after a value
+/// or a key.
 #[test]
 fn fast_path_scalar_edges_agree() {
     let schema = compile("proto/test", "kitchen_sink.proto");
@@ -3021,7 +3022,7 @@ fn fast_path_scalar_edges_agree() {
     let opts = Options::default();
     let kinds = [
         "double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32",
-        "fixed64", "sfixed32", "sfixed64", "bool", "string",
+        "fixed64", "sfixed32", "sfixed64", "bool", "string", "bytes", "enum",
     ];
     let values = [
         "0",
@@ -3096,8 +3097,16 @@ fn fast_path_scalar_edges_agree() {
         "\"\\u00e9\"",
         "[]",
         "{}",
+        "\"AQID\"",
+        "\"AQ==\"",
+        "\"-_8\"",
+        "\"COLOR_RED\"",
+        "\"COLOR_NEGATIVE\"",
+        "\"color_red\"",
+        "-5",
+        "3",
+        "4",
     ];
-    let mut checked = 0;
     for kind in kinds {
         for value in values {
             let texts = [
@@ -3105,6 +3114,9 @@ fn fast_path_scalar_edges_agree() {
                 format!(r#"{{ "opt{}" : {value} }}"#, capitalize(kind)),
                 format!(r#"{{"rep{}":[{value},{value}]}}"#, capitalize(kind)),
                 format!(r#"{{"fInt32":1,"f{}":{value}}}"#, capitalize(kind)),
+                // Input that ends right after the value, or after the key.
+                format!(r#"{{"f{}":{value}"#, capitalize(kind)),
+                format!(r#"{{"fInt32":{value},"f{}""#, capitalize(kind)),
             ];
             for text in texts {
                 let production = Outcome::run(|o| {
@@ -3118,11 +3130,9 @@ fn fast_path_scalar_edges_agree() {
                     None,
                     "{text}: {production:?} vs {reference:?}"
                 );
-                checked += 1;
             }
         }
     }
-    assert!(checked > 3_000, "{checked}");
 }
 
 fn capitalize(s: &str) -> String {

@@ -90,7 +90,7 @@ impl Edge {
         target: Target<'_, '_>,
         default: Framing,
     ) -> Result<(Framing, bool), EdgeError> {
-        let route = target.route.map(|(r, _)| &**r);
+        let route = target.rule();
         if route.is_some_and(Route::raw_response) {
             return Ok((default, false));
         }

@@ -137,7 +137,7 @@ impl Route {
                         out.push(0);
                         match schema.to_protobuf(&m, format, bytes, out, opts) {
                             Ok(findings) => {
-                                crate::direct::encode::patch_len(out, len_at);
+                                crate::wire::patch_len(out, len_at);
                                 Ok(findings)
                             }
                             Err(e) => {
