@@ -40,8 +40,9 @@ pub struct Stats {
     pub watch_cancelled: AtomicUsize,
     /// ImportBooks calls that saw the end of their request stream.
     pub imports_completed: AtomicUsize,
-    /// ImportBooks calls whose request stream broke (cancelled, reset).
-    pub imports_broken: AtomicUsize,
+    /// ImportBooks calls whose handler is over, however (a reset call's handler is dropped
+    /// mid-await, so it sees no error).
+    pub imports_ended: AtomicUsize,
     /// Chat calls whose handler is over (finished, failed or reset).
     pub chats_ended: AtomicUsize,
     /// Chat calls that saw the clean end of their request stream.
@@ -232,6 +233,7 @@ impl LibraryService for Library {
         &self,
         r: Request<Streaming<Book>>,
     ) -> Result<Response<ListBooksResponse>, Status> {
+        let _ended = Ended(self.stats.clone(), |s| &s.imports_ended);
         let mut input = r.into_inner();
         let mut books = Vec::new();
         loop {
@@ -244,10 +246,7 @@ impl LibraryService for Library {
                 }
                 Ok(Some(b)) => books.push(b),
                 Ok(None) => break,
-                Err(e) => {
-                    self.stats.imports_broken.fetch_add(1, Ordering::SeqCst);
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             }
         }
         self.stats.imports_completed.fetch_add(1, Ordering::SeqCst);
@@ -264,6 +263,7 @@ impl LibraryService for Library {
         let stats = self.stats.clone();
         let (tx, rx) = mpsc::channel(1);
         tokio::spawn(async move {
+            let _ended = Ended(stats.clone(), |s| &s.chats_ended);
             loop {
                 let answer = match input.message().await {
                     Ok(Some(b)) if b.title == "fail" => {
@@ -284,7 +284,6 @@ impl LibraryService for Library {
                     break;
                 }
             }
-            stats.chats_ended.fetch_add(1, Ordering::SeqCst);
         });
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
@@ -293,6 +292,15 @@ impl LibraryService for Library {
 
     async fn unannotated(&self, r: Request<GetBookRequest>) -> Result<Response<Book>, Status> {
         Ok(Response::new(book(&r.into_inner().name)))
+    }
+}
+
+/// Counts a handler as over when dropped: finished, failed or cancelled.
+struct Ended(Arc<Stats>, fn(&Stats) -> &AtomicUsize);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        (self.1)(&self.0).fetch_add(1, Ordering::SeqCst);
     }
 }
 

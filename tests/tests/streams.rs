@@ -495,8 +495,10 @@ async fn a_broken_client_stream_is_never_taken_for_a_complete_one() {
     .await;
     assert_eq!(w.status, 400);
     assert!(message(&w).contains("book 1 cannot be imported"));
-    // None of these completed an import.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // None of these completed an import. No wait needed: the upstream counts a completed
+    // import before it answers, and the gateway answers after it. The call the upstream
+    // failed itself did reach it.
+    assert!(s.stats.imports_ended.load(Ordering::SeqCst) >= 1);
     assert_eq!(s.stats.imports_completed.load(Ordering::SeqCst), 0);
 }
 
@@ -662,7 +664,7 @@ async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
         let done_before = metric(&metrics(client(false)).await, DONE);
         let c = client(h2);
         let req = Request::get(format!(
-            "http://{}/v1/shelves/1/books:watch?count=3&interval=0.4s",
+            "http://{}/v1/shelves/1/books:watch?count=2&interval=1s",
             s.gw.addr
         ))
         .header("accept", "application/x-ndjson")
@@ -671,7 +673,7 @@ async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
         let response = c.request(req).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         let mut body = response.into_body();
-        // The first message is out (headers went with it); two more are 0.4 s apart.
+        // The first message is out (headers went with it); the second comes 1 s later.
         body.frame().await.unwrap().unwrap();
         let during = metrics(client(false)).await;
         assert_eq!(metric(&during, IN_FLIGHT), 1.0, "h2 {h2}: {during}");
