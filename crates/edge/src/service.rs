@@ -672,31 +672,7 @@ impl Edge {
     /// Ready when the schema is loaded (it is, or we would not be serving) and every upstream
     /// accepts a TCP connection.
     async fn readyz(&self) -> Response<ResponseBody> {
-        let mut problems = Vec::new();
-        for uri in self.upstreams.uris() {
-            let authority = uri.parse::<http::Uri>().ok().and_then(|u| {
-                u.authority()
-                    .map(|a| (a.host().to_owned(), a.port_u16().unwrap_or(80)))
-            });
-            let Some((host, port)) = authority else {
-                problems.push(format!("{uri}: no host"));
-                continue;
-            };
-            let host = host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_owned();
-            match tokio::time::timeout(
-                Duration::from_secs(1),
-                tokio::net::TcpStream::connect((host.as_str(), port)),
-            )
-            .await
-            {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => problems.push(format!("{uri}: {e}")),
-                Err(_) => problems.push(format!("{uri}: connect timed out")),
-            }
-        }
+        let problems = self.upstreams.unreachable(Duration::from_secs(1)).await;
         if problems.is_empty() {
             plain(
                 StatusCode::OK,

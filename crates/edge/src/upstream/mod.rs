@@ -183,17 +183,26 @@ impl Upstreams {
             })
     }
 
-    /// Every distinct upstream URI.
-    pub fn uris(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
+    /// The upstreams that do not accept a TCP connection within `timeout`, each with why.
+    pub async fn unreachable(&self, timeout: Duration) -> Vec<String> {
+        let mut routes: Vec<&Route> = self
             .default
             .iter()
             .chain(self.by_service.values())
-            .map(|r| r.uri.clone())
             .collect();
-        v.sort();
-        v.dedup();
-        v
+        routes.sort_by(|a, b| a.uri.cmp(&b.uri));
+        routes.dedup_by(|a, b| a.uri == b.uri);
+        let mut problems = Vec::new();
+        for route in routes {
+            let (host, port) = host_port(route.unary.authority());
+            match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port))).await
+            {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => problems.push(format!("{}: {e}", route.uri)),
+                Err(_) => problems.push(format!("{}: connect timed out", route.uri)),
+            }
+        }
+        problems
     }
 
     /// A ready streaming client for `service`'s upstream.
@@ -264,6 +273,13 @@ impl Upstreams {
         let (metadata, body, _) = response.into_parts();
         Ok(Answer { body, metadata })
     }
+}
+
+/// Where to connect for `authority`: the host without IPv6 brackets, the port (80 when none).
+fn host_port(authority: &http::uri::Authority) -> (&str, u16) {
+    let host = authority.host();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (host, authority.port_u16().unwrap_or(80))
 }
 
 /// A gRPC binary header's value (`*-bin`): base64, sent unpadded, correct padding accepted

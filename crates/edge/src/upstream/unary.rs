@@ -139,6 +139,10 @@ impl Upstream {
         })
     }
 
+    pub fn authority(&self) -> &Authority {
+        &self.authority
+    }
+
     /// Calls `path` with one message; the answer's single message and its metadata. The
     /// caller enforces `timeout` (what is left of it is sent as `grpc-timeout`); dropping the
     /// future resets the stream (the upstream sees the call cancelled).
@@ -281,9 +285,7 @@ async fn dial(
     live: Arc<Mutex<Live>>,
     done: watch::Sender<Option<Result<Conn, String>>>,
 ) {
-    let host = authority.host();
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port = authority.port_u16().unwrap_or(80);
+    let (host, port) = super::host_port(&authority);
     let connect = async {
         let tcp = TcpStream::connect((host, port)).await?;
         tcp.set_nodelay(true)?;
