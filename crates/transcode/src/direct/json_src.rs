@@ -86,10 +86,7 @@ impl<'a> JsonSrc<'a> {
                 w[..rest.len()].copy_from_slice(rest);
             }
         }
-        let (mut a, mut b) = ([0u8; 8], [0u8; 8]);
-        a.copy_from_slice(&w[..8]);
-        b.copy_from_slice(&w[8..]);
-        [u64::from_le_bytes(a), u64::from_le_bytes(b)]
+        super::plan::words16(&w)
     }
 
     /// After a key or element: the separator or the end of the container.

@@ -81,6 +81,15 @@ pub(crate) enum Card {
     Map,
 }
 
+/// 16 bytes as two little-endian words (how key patterns and the input are compared).
+#[inline]
+pub(crate) fn words16(b: &[u8; 16]) -> [u64; 2] {
+    let mut w = [[0u8; 8]; 2];
+    w[0].copy_from_slice(&b[..8]);
+    w[1].copy_from_slice(&b[8..]);
+    w.map(u64::from_le_bytes)
+}
+
 /// A short byte pattern (`"jsonName":`) as two masked little-endian words, so that compact
 /// JSON's next key is recognised with two compares; `len` is 0 for patterns over 16 bytes.
 pub(crate) struct KeyWords {
@@ -101,15 +110,8 @@ impl KeyWords {
             let mut m = [0u8; 16];
             w[..pattern.len()].copy_from_slice(pattern);
             m[..pattern.len()].fill(0xff);
-            for i in 0..2 {
-                let word = |b: &[u8; 16]| {
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(&b[i * 8..i * 8 + 8]);
-                    u64::from_le_bytes(a)
-                };
-                k.words[i] = word(&w);
-                k.masks[i] = word(&m);
-            }
+            k.words = words16(&w);
+            k.masks = words16(&m);
             k.len = pattern.len();
         }
         k
