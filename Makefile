@@ -27,7 +27,7 @@ grpcgw:
 	tests/grpcgw/build.sh
 
 test: oracle-env grpcgw
-	PROTOGATE_ORACLE_PYTHON=$(abspath $(PYTHON)) $(CARGO) test --workspace
+	PROTOGATE_REQUIRE_ORACLES=1 PROTOGATE_ORACLE_PYTHON=$(abspath $(PYTHON)) $(CARGO) test --workspace
 	$(CARGO) build -p protogate
 	tests/demo.sh target/debug/protogate
 

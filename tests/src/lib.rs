@@ -582,3 +582,28 @@ pub fn metric(text: &str, name_and_labels: &str) -> f64 {
         })
         .unwrap_or(0.0)
 }
+
+/// Polls `check` until it returns `Some`, every 10 ms, for at most `limit`; panics naming `what`
+/// when the deadline passes. Tests wait on observed state with this, never on a fixed sleep.
+pub async fn eventually<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Awaits `f` for at most `limit`; panics naming `what` if it takes longer, so a test that
+/// would hang fails instead.
+pub async fn within<F: Future>(what: &str, limit: Duration, f: F) -> F::Output {
+    match tokio::time::timeout(limit, f).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out after {limit:?} waiting for {what}"),
+    }
+}
