@@ -745,12 +745,15 @@ impl BodyEnd for Finish {
     }
 }
 
+/// A failed call's status as the client's error: the upstream's own status exactly as it sent
+/// it (code, message, details, metadata), whatever the code; the gateway's own failure to get
+/// an answer in the gateway's words.
 fn upstream_error(status: &tonic::Status) -> EdgeError {
-    let details = (!status.details().is_empty()).then(|| Bytes::copy_from_slice(status.details()));
-    let code = status.code() as i32;
-    if code == Code::Unavailable as i32 && details.is_none() {
+    if status.code() == tonic::Code::Unavailable && crate::upstream::made_by_gateway(status) {
         return EdgeError::Unavailable(format!("upstream unavailable: {}", status.message()));
     }
+    let details = (!status.details().is_empty()).then(|| Bytes::copy_from_slice(status.details()));
+    let code = status.code() as i32;
     EdgeError::Upstream(Box::new(crate::error::UpstreamError {
         code,
         message: status.message().to_owned(),

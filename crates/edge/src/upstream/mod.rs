@@ -83,6 +83,37 @@ struct Route {
     channel: Sanitized,
 }
 
+impl Route {
+    /// A ready streaming client for this upstream.
+    async fn client(
+        &self,
+        max_response_bytes: usize,
+    ) -> Result<tonic::client::Grpc<Sanitized>, Status> {
+        let mut grpc = tonic::client::Grpc::new(self.channel.clone())
+            .max_decoding_message_size(max_response_bytes)
+            .max_encoding_message_size(usize::MAX);
+        grpc.ready()
+            .await
+            .map_err(|e| unreached(format!("upstream {} not reachable: {e}", self.uri)))?;
+        Ok(grpc)
+    }
+
+    /// A streaming call's failure: tonic's own words for a transport failure ("tcp connect
+    /// error") with this upstream named, as the unary client words it; the upstream's status
+    /// as it is.
+    fn name_in(&self, status: Status) -> Status {
+        if status.code() == tonic::Code::Unavailable && made_by_gateway(&status) {
+            unreached(format!(
+                "upstream {} not reachable: {}",
+                self.uri,
+                status.message()
+            ))
+        } else {
+            status
+        }
+    }
+}
+
 /// A successful upstream answer: the protobuf body and the metadata (headers and trailers).
 pub struct Answer {
     pub body: Bytes,
@@ -178,9 +209,7 @@ impl Upstreams {
         self.by_service
             .get(service)
             .or(self.default.as_ref())
-            .ok_or_else(|| {
-                Status::unavailable(format!("no upstream configured for service {service}"))
-            })
+            .ok_or_else(|| unreached(format!("no upstream configured for service {service}")))
     }
 
     /// The upstreams that do not accept a TCP connection within `timeout`, each with why.
@@ -203,17 +232,6 @@ impl Upstreams {
             }
         }
         problems
-    }
-
-    /// A ready streaming client for `service`'s upstream.
-    async fn client(&self, service: &str) -> Result<tonic::client::Grpc<Sanitized>, Status> {
-        let mut grpc = tonic::client::Grpc::new(self.route(service)?.channel.clone())
-            .max_decoding_message_size(self.max_response_bytes)
-            .max_encoding_message_size(usize::MAX);
-        grpc.ready()
-            .await
-            .map_err(|e| Status::unavailable(format!("upstream not reachable: {e}")))?;
-        Ok(grpc)
     }
 
     /// Calls a unary method with raw protobuf bytes. `timeout` is sent as `grpc-timeout`; the
@@ -245,10 +263,12 @@ impl Upstreams {
         S: futures_core::Stream<Item = Option<Bytes>> + Send + 'static,
     {
         let path = method_path(path)?;
-        let mut grpc = self.client(service).await?;
+        let route = self.route(service)?;
+        let mut grpc = route.client(self.max_response_bytes).await?;
         let response = grpc
             .streaming(request(requests, metadata, timeout), path, StreamCodec)
-            .await?;
+            .await
+            .map_err(|s| route.name_in(s))?;
         let (metadata, stream, _) = response.into_parts();
         Ok((metadata, stream))
     }
@@ -266,13 +286,42 @@ impl Upstreams {
         S: futures_core::Stream<Item = Option<Bytes>> + Send + 'static,
     {
         let path = method_path(path)?;
-        let mut grpc = self.client(service).await?;
+        let route = self.route(service)?;
+        let mut grpc = route.client(self.max_response_bytes).await?;
         let response = grpc
             .client_streaming(request(requests, metadata, timeout), path, StreamCodec)
-            .await?;
+            .await
+            .map_err(|s| route.name_in(s))?;
         let (metadata, body, _) = response.into_parts();
         Ok(Answer { body, metadata })
     }
+}
+
+/// The mark of a status the gateway made itself because it could not get an answer (a failed
+/// dial, a lost connection, a refused or reset call): never a status the upstream sent.
+#[derive(Debug)]
+struct Unreached;
+
+impl std::fmt::Display for Unreached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the gateway could not get an answer from the upstream")
+    }
+}
+
+impl std::error::Error for Unreached {}
+
+/// An UNAVAILABLE status of the gateway's own (see [`made_by_gateway`]).
+fn unreached(message: impl Into<String>) -> Status {
+    let mut status = Status::unavailable(message);
+    status.set_source(Arc::new(Unreached));
+    status
+}
+
+/// True when the gateway made `status` because it could not get an answer: the unary client
+/// marks its own ([`unreached`]); tonic attaches the transport error it failed with as the
+/// source of its own. A status the upstream sent (read from `grpc-status`) has no source.
+pub(crate) fn made_by_gateway(status: &Status) -> bool {
+    std::error::Error::source(status).is_some()
 }
 
 /// Where to connect for `authority`: the host without IPv6 brackets, the port (80 when none).

@@ -209,7 +209,7 @@ impl Upstream {
         let conn = self.connection().await.map_err(Failure::Final)?;
         let lost = |e: h2::Error| {
             conn.state.closed.store(true, Ordering::Relaxed);
-            Failure::NotSent(Status::unavailable(format!(
+            Failure::NotSent(super::unreached(format!(
                 "upstream {} connection lost: {e}",
                 self.authority
             )))
@@ -274,7 +274,7 @@ impl Upstream {
             .ok()
             .and_then(|outcome| outcome.clone())
             .unwrap_or_else(|| Err("the dial to the upstream was abandoned".into()));
-        outcome.map_err(Status::unavailable)
+        outcome.map_err(super::unreached)
     }
 }
 
@@ -572,19 +572,19 @@ async fn read_message(
 fn stream_failure(e: &h2::Error, authority: &Authority) -> Failure {
     let reason = e.reason();
     if e.is_reset() && e.is_remote() && reason == Some(Reason::REFUSED_STREAM) {
-        return Failure::NotSent(Status::unavailable(format!(
+        return Failure::NotSent(super::unreached(format!(
             "upstream {authority} refused the call"
         )));
     }
     // The upstream's GOAWAY fails a stream only when it is above the last stream the
     // upstream took: it did not process the call.
     if e.is_go_away() && e.is_remote() {
-        return Failure::NotSent(Status::unavailable(format!(
+        return Failure::NotSent(super::unreached(format!(
             "upstream {authority} closed the connection before taking the call: {e}"
         )));
     }
     if e.is_io() || e.is_go_away() {
-        return Failure::Final(Status::unavailable(format!(
+        return Failure::Final(super::unreached(format!(
             "upstream {authority} connection lost: {e}"
         )));
     }

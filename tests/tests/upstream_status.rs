@@ -1,0 +1,151 @@
+//! An upstream's own status reaches the client exactly as the upstream sent it — code,
+//! message, details, metadata — whatever the code, on unary and streaming calls alike; only
+//! the gateway's own failure to get an answer is put in the gateway's words.
+
+use std::time::Duration;
+
+use http::{HeaderValue, Response};
+use protogate_tests::{Http, start_gateway, within};
+use tokio::net::TcpListener;
+
+const ECHO: &str = "/protogate.test.svc.TestService/Echo";
+const WATCH: &str = "/protogate.test.svc.TestService/Watch";
+
+/// A raw HTTP/2 upstream that answers every call with a trailers-only status: `grpc-status`,
+/// `grpc-message` and one metadata header, exactly as given.
+async fn refusing_upstream(code: &'static str, message: &'static str) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                while let Some(Ok((_, mut respond))) = conn.accept().await {
+                    let mut head = Response::new(());
+                    let h = head.headers_mut();
+                    h.insert("content-type", HeaderValue::from_static("application/grpc"));
+                    h.insert("grpc-status", HeaderValue::from_static(code));
+                    h.insert("grpc-message", HeaderValue::from_static(message));
+                    h.insert("x-zone", HeaderValue::from_static("b"));
+                    let _ = respond.send_response(head, true);
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn status_of(a: &protogate_tests::Answer) -> (u16, serde_json::Value, Option<&str>) {
+    (
+        a.status.as_u16(),
+        a.json(),
+        a.header("grpc-metadata-x-zone"),
+    )
+}
+
+#[tokio::test]
+async fn an_upstream_unavailable_status_is_passed_on_as_sent() {
+    let upstream = refusing_upstream("14", "backend says UNAVAILABLE").await;
+    let (gw, _) = start_gateway(&format!("http://{upstream}"), Default::default()).await;
+    let http = Http::h2();
+    for (path, accept) in [
+        (ECHO, "application/json"),
+        // A server stream: the tonic channel's path, the status before the first message.
+        (WATCH, "application/x-ndjson"),
+    ] {
+        let a = within(
+            "the gateway's answer",
+            Duration::from_secs(30),
+            http.post(
+                gw.addr,
+                path,
+                "application/json",
+                &[("accept", accept)],
+                "{}",
+            ),
+        )
+        .await;
+        assert_eq!(
+            status_of(&a),
+            (
+                503,
+                serde_json::json!({"code": 14, "message": "backend says UNAVAILABLE"}),
+                Some("b")
+            ),
+            "{path}"
+        );
+        assert_eq!(a.header("grpc-status"), Some("14"), "{path}");
+        assert_eq!(
+            a.header("grpc-message"),
+            Some("backend says UNAVAILABLE"),
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_upstream_code_is_passed_on_with_its_message() {
+    // Codes the gateway also produces itself (deadline, resource limits, internal errors) are
+    // still the upstream's when the upstream sends them (the deadline is far away here).
+    for (code, http_status) in [("4", 504), ("8", 429), ("13", 500), ("2", 500), ("14", 503)] {
+        let upstream = refusing_upstream(code, "said the backend").await;
+        let (gw, _) = start_gateway(&format!("http://{upstream}"), Default::default()).await;
+        let a = within(
+            "the gateway's answer",
+            Duration::from_secs(30),
+            Http::h1().post(gw.addr, ECHO, "application/json", &[], "{}"),
+        )
+        .await;
+        let code_number: i64 = code.parse().unwrap();
+        assert_eq!(
+            status_of(&a),
+            (
+                http_status,
+                serde_json::json!({"code": code_number, "message": "said the backend"}),
+                Some("b")
+            ),
+            "code {code}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_gateway_that_cannot_reach_its_upstream_says_so() {
+    // A port with a bound socket that never listens: connections to it are refused.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+    let nowhere = socket.local_addr().expect("addr");
+    let (gw, _) = start_gateway(&format!("http://{nowhere}"), Default::default()).await;
+    let http = Http::h2();
+    for (path, accept) in [(ECHO, "application/json"), (WATCH, "application/x-ndjson")] {
+        let a = within(
+            "the gateway's answer",
+            Duration::from_secs(30),
+            http.post(
+                gw.addr,
+                path,
+                "application/json",
+                &[("accept", accept)],
+                "{}",
+            ),
+        )
+        .await;
+        assert_eq!(a.status, 503, "{path}");
+        assert_eq!(a.json()["code"], 14, "{path}");
+        let message = a.json()["message"].as_str().unwrap().to_owned();
+        assert!(
+            message.starts_with("upstream unavailable: ") && message.contains("not reachable"),
+            "{path}: {message}"
+        );
+        assert!(
+            a.headers
+                .keys()
+                .all(|k| !k.as_str().starts_with("grpc-metadata-")),
+            "{path}: {:?}",
+            a.headers
+        );
+    }
+    drop(socket);
+}
