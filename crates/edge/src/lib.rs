@@ -16,6 +16,7 @@
 mod body;
 pub mod downgrade;
 pub mod error;
+mod media_type;
 pub mod metrics;
 pub mod negotiate;
 pub mod server;

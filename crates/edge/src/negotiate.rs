@@ -3,11 +3,11 @@
 //! A pure function of two headers, computed once per request; nothing reads Accept later.
 
 use http::HeaderValue;
-use std::borrow::Cow;
 use transcode::Format;
 use transcode::stream::{Framing, InFraming};
 
 use crate::error::EdgeError;
+use crate::media_type::{self, MediaType};
 
 /// The formats a request is read and answered in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,46 +57,27 @@ pub fn request_format(content_type: Option<&HeaderValue>) -> Result<Format, Edge
     let text = value
         .to_str()
         .map_err(|_| EdgeError::UnsupportedMediaType("Content-Type header is not ASCII".into()))?;
-    let essence = essence(text).ok_or_else(|| {
+    let m = media_type::parse(text).ok_or_else(|| {
         EdgeError::UnsupportedMediaType(format!("Content-Type {text:?} is not a media type"))
     })?;
     PREFERENCE
         .into_iter()
-        .find(|f| is_one_of(&essence, types_of(*f)))
+        .find(|f| is_one_of(&m, types_of(*f)))
         .ok_or_else(|| {
             EdgeError::UnsupportedMediaType(format!(
-                "Content-Type {:?} is not supported",
-                essence.to_ascii_lowercase()
+                "Content-Type \"{}/{}\" is not supported",
+                m.ty.to_ascii_lowercase(),
+                m.sub.to_ascii_lowercase()
             ))
         })
 }
 
-/// A media type's `type/subtype` (case as given), or `None` if `text` is not a media type. A
-/// bare `type/subtype` — what clients send — is taken as it is, without allocating; anything
-/// with parameters goes through the `mime` parser, which validates them.
-fn essence(text: &str) -> Option<Cow<'_, str>> {
-    let text = text.trim();
-    if bare_type(text).is_some() {
-        return Some(Cow::Borrowed(text));
-    }
-    let m: mime::Mime = text.parse().ok()?;
-    Some(Cow::Owned(m.essence_str().to_owned()))
-}
-
-/// `type/subtype` split, if `text` is exactly two RFC 9110 tokens around a slash (what `mime`
-/// accepts without parameters; a test holds the two to agree).
-fn bare_type(text: &str) -> Option<(&str, &str)> {
-    fn token(s: &str) -> bool {
-        !s.is_empty()
-            && s.bytes()
-                .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c))
-    }
-    let (ty, sub) = text.split_once('/')?;
-    (token(ty) && token(sub)).then_some((ty, sub))
-}
-
-fn is_one_of(essence: &str, types: &[&str]) -> bool {
-    types.iter().any(|t| t.eq_ignore_ascii_case(essence))
+/// Whether `m` is one of `types` (`type/subtype`, any case).
+fn is_one_of(m: &MediaType<'_>, types: &[&str]) -> bool {
+    types.iter().any(|t| {
+        let (ty, sub) = t.split_once('/').unwrap_or((t, ""));
+        m.ty.eq_ignore_ascii_case(ty) && m.sub.eq_ignore_ascii_case(sub)
+    })
 }
 
 /// The response format from Accept, `request` being the format a missing Accept (or a tie)
@@ -157,12 +138,14 @@ pub fn response_framing(
 
 /// The framing of a request stream from its Content-Type.
 pub fn request_framing(content_type: Option<&HeaderValue>) -> Result<InFraming, EdgeError> {
-    let essence = content_type.and_then(|v| v.to_str().ok()).and_then(essence);
-    match essence.as_deref() {
-        Some(t) if is_one_of(t, NDJSON) => Ok(InFraming::Ndjson),
-        Some(t) if is_one_of(t, JSON) => Ok(InFraming::JsonArray),
-        Some(t) if is_one_of(t, MSGPACK) => Ok(InFraming::Msgpack),
-        Some(t) if is_one_of(t, PROTOBUF) => Ok(InFraming::Delimited),
+    let m = content_type
+        .and_then(|v| v.to_str().ok())
+        .and_then(media_type::parse);
+    match &m {
+        Some(m) if is_one_of(m, NDJSON) => Ok(InFraming::Ndjson),
+        Some(m) if is_one_of(m, JSON) => Ok(InFraming::JsonArray),
+        Some(m) if is_one_of(m, MSGPACK) => Ok(InFraming::Msgpack),
+        Some(m) if is_one_of(m, PROTOBUF) => Ok(InFraming::Delimited),
         _ => Err(EdgeError::UnsupportedMediaType(format!(
             "a request stream is application/x-ndjson, application/json (one array), \
              application/msgpack (consecutive values) or application/x-protobuf \
@@ -191,47 +174,37 @@ fn choose<T: Copy + PartialEq>(
     if accept.is_empty() {
         return Ok((default, false));
     }
-    // One bare media type (what API clients send) is read without allocating.
-    let single;
-    let parsed;
-    let ranges: &[Range<'_>] = match bare_range(accept) {
-        Some(range) => {
-            single = [range];
-            &single
-        }
-        None => {
-            parsed = parse_accept(accept);
-            &parsed
-        }
-    };
-    // q of an offer: the q of the most specific range matching any of its media types.
-    let q_of = |types: &[&str]| -> u16 {
-        let mut best: Option<(u8, u16)> = None;
-        for ty in types {
-            let (t, s) = ty.split_once('/').unwrap_or((ty, ""));
-            for r in ranges {
-                let ty_matches = r.ty.eq_ignore_ascii_case(t);
-                let spec = if ty_matches && r.sub.eq_ignore_ascii_case(s) {
+    // Each offer's q: that of the most specific range matching any of its media types (at
+    // most five offers: the framings), in one pass over the ranges, without allocating.
+    let mut best: [Option<(u8, u16)>; 5] = [None; 5];
+    debug_assert!(offers.len() <= best.len());
+    for range in media_type::parse_list(accept).flatten() {
+        // A range whose q breaks the grammar is dropped.
+        let Some(q) = range.param("q").map_or(Some(1000), parse_q) else {
+            continue;
+        };
+        for (best, (_, types)) in best.iter_mut().zip(offers) {
+            for ty in *types {
+                let (t, s) = ty.split_once('/').unwrap_or((ty, ""));
+                let ty_matches = range.ty.eq_ignore_ascii_case(t);
+                let spec = if ty_matches && range.sub.eq_ignore_ascii_case(s) {
                     2
-                } else if ty_matches && r.sub == "*" {
+                } else if ty_matches && range.sub == "*" {
                     1
-                } else if r.ty == "*" && r.sub == "*" {
+                } else if range.ty == "*" && range.sub == "*" {
                     0
                 } else {
                     continue;
                 };
-                if best.is_none_or(|(bs, bq)| spec > bs || (spec == bs && r.q > bq)) {
-                    best = Some((spec, r.q));
+                if best.is_none_or(|(bs, bq)| spec > bs || (spec == bs && q > bq)) {
+                    *best = Some((spec, q));
                 }
             }
         }
-        best.map_or(0, |(_, q)| q)
-    };
-    // Each offer's q, once (at most five offers: the framings).
+    }
     let mut qs = [0u16; 5];
-    debug_assert!(offers.len() <= qs.len());
-    for (q, (_, types)) in qs.iter_mut().zip(offers) {
-        *q = q_of(types);
+    for (q, best) in qs.iter_mut().zip(best) {
+        *q = best.map_or(0, |(_, q)| q);
     }
     let qs = &qs[..offers.len().min(qs.len())];
     let top = qs.iter().copied().max().unwrap_or(0);
@@ -252,48 +225,6 @@ fn choose<T: Copy + PartialEq>(
         tied.next().map_or(fallback, |((f, _), _)| *f)
     };
     Ok((chosen, false))
-}
-
-/// A media range of Accept; type and subtype compare case-insensitively.
-struct Range<'a> {
-    ty: Cow<'a, str>,
-    sub: Cow<'a, str>,
-    /// q-value in thousandths (0..=1000).
-    q: u16,
-}
-
-/// A media range without parameters (q = 1), borrowed from the header.
-fn bare_range(part: &str) -> Option<Range<'_>> {
-    let (ty, sub) = bare_type(part)?;
-    Some(Range {
-        ty: Cow::Borrowed(ty),
-        sub: Cow::Borrowed(sub),
-        q: 1000,
-    })
-}
-
-fn parse_accept(accept: &str) -> Vec<Range<'_>> {
-    accept
-        .split(',')
-        .filter_map(|part| {
-            let part = part.trim();
-            if let Some(range) = bare_range(part) {
-                return Some(range);
-            }
-            let m: mime::Mime = part.parse().ok()?;
-            let q = match m.get_param("q") {
-                Some(q) => parse_q(q.as_str())?,
-                None => 1000,
-            };
-            // The whole subtype, suffix included (`mime`'s `subtype()` drops a `+suffix`).
-            let (ty, sub) = m.essence_str().split_once('/')?;
-            Some(Range {
-                ty: Cow::Owned(ty.to_owned()),
-                sub: Cow::Owned(sub.to_owned()),
-                q,
-            })
-        })
-        .collect()
 }
 
 /// RFC 9110 qvalue: `0(.ddd)?` or `1(.000)?`; anything else drops the range.
@@ -319,52 +250,6 @@ fn parse_q(s: &str) -> Option<u16> {
 mod tests {
     use super::*;
 
-    /// The allocation-free reading of a bare `type/subtype` accepts only what `mime` accepts,
-    /// with the same type and subtype.
-    #[test]
-    fn bare_types_agree_with_the_mime_parser() {
-        let alphabet: &[u8] = b"aZ09-+.*/!#$%&'^_`|~ ;=,\"()<>@:?[]{}\t\x7f";
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut bare = 0;
-        for _ in 0..200_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let len = (x % 9) as usize + 1;
-            let mut t = String::new();
-            let mut y = x;
-            for _ in 0..len {
-                t.push(alphabet[(y % alphabet.len() as u64) as usize] as char);
-                y /= alphabet.len() as u64;
-                if y == 0 {
-                    y = x.rotate_left(17) | 1;
-                }
-            }
-            // Mostly one slash somewhere, so that both outcomes occur.
-            if !t.contains('/') {
-                t.insert((x as usize >> 40) % (t.len() + 1), '/');
-            }
-            if let Some((ty, sub)) = bare_type(&t) {
-                bare += 1;
-                let m: mime::Mime = t
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{t:?}: mime refuses it ({e})"));
-                let essence = format!("{ty}/{sub}");
-                assert!(m.essence_str().eq_ignore_ascii_case(&essence), "{t:?}");
-                assert!(m.params().next().is_none(), "{t:?}");
-            }
-        }
-        assert!(bare > 1_000, "{bare}");
-        for t in [
-            "application/json",
-            "APPLICATION/X-Protobuf",
-            "*/*",
-            "application/*",
-        ] {
-            assert!(bare_type(t).is_some(), "{t}");
-        }
-    }
-
     fn neg(ct: &str, accept: Option<&str>, strict: bool) -> Result<(Format, bool), String> {
         let ct = HeaderValue::from_str(ct).unwrap();
         let accept = accept.map(|a| HeaderValue::from_str(a).unwrap());
@@ -378,6 +263,9 @@ mod tests {
         for (ct, f) in [
             ("application/json", Json),
             ("Application/JSON; charset=UTF-8", Json),
+            // RFC 9110 allows whitespace before the `;` and a quoted value.
+            ("application/json ; charset=\"utf-8\"", Json),
+            ("application/msgpack\t;\tx=1;;", Msgpack),
             ("application/msgpack", Msgpack),
             ("application/x-msgpack", Msgpack),
             ("application/vnd.msgpack", Msgpack),
@@ -391,7 +279,14 @@ mod tests {
                 "{ct}"
             );
         }
-        for bad in ["text/plain", "application/xml", "json", ""] {
+        for bad in [
+            "text/plain",
+            "application/xml",
+            "json",
+            "",
+            "application/json; charset",
+            "application/json charset=utf-8",
+        ] {
             let e = request_format(Some(&HeaderValue::from_static(bad))).unwrap_err();
             assert!(matches!(e, EdgeError::UnsupportedMediaType(_)), "{bad}");
         }
@@ -494,6 +389,26 @@ mod tests {
             ),
             ("application/json", Some("*/*;q=0"), Json, true),
             ("application/msgpack", Some("garbage;;;"), Json, true),
+            // Whitespace around `;` and quoted commas, as RFC 9110 allows.
+            (
+                "application/json",
+                Some("application/x-protobuf ; q=0.2 , application/msgpack\t;\tq=0.3"),
+                Msgpack,
+                false,
+            ),
+            (
+                "application/json",
+                Some("application/x-protobuf;x=\"a,application/msgpack\""),
+                Protobuf,
+                false,
+            ),
+            // A range that breaks the grammar is skipped, the others still count.
+            (
+                "application/json",
+                Some("application/msgpack;q, application/x-protobuf;q=0.5"),
+                Protobuf,
+                false,
+            ),
             (
                 "application/json",
                 Some("APPLICATION/X-PROTOBUF"),
