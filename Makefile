@@ -35,7 +35,7 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# Workload bodies come from the shared generator (../shared/peers/tools/workload.py).
+# Workload bodies come from bench/workload.py (bench/README.md), written to target/bench-bodies.
 bench:
 	python3 bench/gen_bodies.py target/bench-bodies
 	$(CARGO) bench -p protogate-transcode --bench transcode

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""Writes the shared benchmark workloads (../shared/bench/README.md) as compact canonical JSON,
-using the shared generator (../shared/peers/tools/workload.py, pure Python) so every tool
-measures the same bytes.  Usage: gen_bodies.py OUTDIR [SHARED_DIR]"""
+"""Writes the benchmark workloads (bench/README.md) as compact canonical JSON, using the
+generator beside this file (bench/workload.py, pure Python) so every tool measures the same
+bytes.  Usage: gen_bodies.py OUTDIR"""
 import json
 import os
 import sys
 
-out = sys.argv[1]
-shared = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file__), "..", "..", "shared")
-sys.path.insert(0, os.path.join(shared, "peers", "tools"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workload  # noqa: E402
+
+if len(sys.argv) != 2:
+    sys.exit(__doc__)
+out = sys.argv[1]
 
 bodies = {
     "Order": workload.order(),

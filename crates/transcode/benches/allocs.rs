@@ -1,6 +1,6 @@
-//! Allocations per conversion on the shared workloads, counted by a wrapping global allocator.
-//! Buffers are reused across conversions, as the gateway does; the count is what one request
-//! costs once warm. Run with `make bench` (after the bodies exist).
+//! Allocations per conversion on the benchmark workloads (bench/README.md), counted by a
+//! wrapping global allocator. Buffers are reused across conversions, as the gateway does; the
+//! count is what one request costs once warm. Run with `make bench` (after the bodies exist).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};

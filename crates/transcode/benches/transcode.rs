@@ -1,6 +1,6 @@
-//! Transcoder throughput on the shared workloads, each direction beside the floor measured in
-//! the same run: serde_json parsing the same JSON into `IgnoredAny` (no transcoder can parse
-//! JSON faster than a parser that keeps nothing).
+//! Transcoder throughput on the benchmark workloads (bench/README.md), each direction beside
+//! the floor measured in the same run: serde_json parsing the same JSON into `IgnoredAny` (no
+//! transcoder can parse JSON faster than a parser that keeps nothing).
 //!
 //! Run with `make bench` (it writes the workload bodies first). MB/s: JSON directions count the
 //! JSON bytes (read or written), MessagePack directions the MessagePack bytes.
