@@ -26,7 +26,7 @@ pub mod upstream;
 use std::time::Duration;
 
 pub use error::EdgeError;
-pub use server::serve;
+pub use server::{serve, serve_all};
 pub use service::Edge;
 pub use upstream::{UpstreamOptions, Upstreams};
 

@@ -16,6 +16,15 @@ use crate::Edge;
 /// Serves `edge` on an already-bound listener until `shutdown` resolves; then stops
 /// accepting, lets in-flight requests finish within the configured grace period, and returns.
 pub async fn serve(listener: TcpListener, edge: Arc<Edge>, shutdown: impl Future<Output = ()>) {
+    serve_all(vec![listener], edge, shutdown).await
+}
+
+/// [`serve`] on several listeners at once (one name resolving to several addresses).
+pub async fn serve_all(
+    owned: Vec<TcpListener>,
+    edge: Arc<Edge>,
+    shutdown: impl Future<Output = ()>,
+) {
     let config = edge.config().clone();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -48,9 +57,24 @@ pub async fn serve(listener: TcpListener, edge: Arc<Edge>, shutdown: impl Future
     };
 
     tokio::pin!(shutdown);
+    // The listener asked first turns with each connection, so none waits behind another.
+    let mut first: usize = 0;
+    let listeners = &owned;
+    let accept = |first: usize| {
+        std::future::poll_fn(move |cx| {
+            for i in 0..listeners.len() {
+                let listener = &listeners[(first + i) % listeners.len()];
+                if let std::task::Poll::Ready(accepted) = listener.poll_accept(cx) {
+                    return std::task::Poll::Ready(accepted);
+                }
+            }
+            std::task::Poll::Pending
+        })
+    };
     loop {
+        first = first.wrapping_add(1);
         let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+            accepted = accept(first) => accepted,
             () = &mut shutdown => break,
         };
         let (stream, peer) = match accepted {
@@ -78,7 +102,7 @@ pub async fn serve(listener: TcpListener, edge: Arc<Edge>, shutdown: impl Future
             }
         });
     }
-    drop(listener);
+    drop(owned);
     tracing::info!(
         in_flight = graceful.count(),
         "shutting down: no longer accepting connections"

@@ -58,9 +58,10 @@ pub struct ServeArgs {
     /// Cap on the upstream deadline, e.g. 2s [default: 30s].
     #[arg(long, value_name = "DURATION")]
     pub upstream_timeout: Option<String>,
-    /// Answer 406 instead of falling back to JSON when Accept names nothing supported.
-    #[arg(long)]
-    pub strict_accept: bool,
+    /// Answer 406 instead of falling back to JSON when Accept names nothing supported;
+    /// `--strict-accept=false` turns off what the config file turned on.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub strict_accept: Option<bool>,
     /// Log format on stderr [default: text].
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
@@ -84,6 +85,10 @@ pub struct DemoArgs {
     /// Downgrade log interval; 0 logs every occurrence.
     #[arg(long, value_name = "DURATION", default_value = "0")]
     pub downgrade_log_interval: String,
+    /// Serve only the demo shop's gRPC service (schema v2) on --listen, as an upstream for
+    /// `protogate serve --proto proto/demo/v1/shop.proto`.
+    #[arg(long)]
+    pub backend_only: bool,
 }
 
 #[derive(Args, Debug, Clone)]

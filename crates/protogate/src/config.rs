@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::cli::{LogFormat, SchemaArgs, ServeArgs};
+use crate::listen::Listen;
 
 /// A configuration that cannot be used; the process exits with code 64.
 #[derive(Debug)]
@@ -175,7 +175,7 @@ pub struct ServiceConfig {
 /// Everything `serve` needs, validated.
 #[derive(Debug)]
 pub struct Resolved {
-    pub listen: SocketAddr,
+    pub listen: Listen,
     pub default_upstream: Option<String>,
     pub service_upstreams: Vec<(String, String)>,
     pub schema: SchemaArgs,
@@ -209,11 +209,7 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         .listen
         .or(file.listen)
         .unwrap_or_else(|| "127.0.0.1:8080".to_owned());
-    let listen: SocketAddr = listen_text.parse().map_err(|e| {
-        ConfigError(format!(
-            "--listen {listen_text:?}: {e} (expected HOST:PORT with an IP address)"
-        ))
-    })?;
+    let listen = Listen::parse(&listen_text)?;
     let default_upstream = args.upstream.or(file.upstream);
     let service_upstreams: Vec<(String, String)> = file
         .services
@@ -290,7 +286,10 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             .max_response_bytes
             .unwrap_or(defaults.max_response_bytes),
         upstream_timeout,
-        strict_accept: args.strict_accept || file.strict_accept.unwrap_or(false),
+        strict_accept: args
+            .strict_accept
+            .or(file.strict_accept)
+            .unwrap_or(defaults.strict_accept),
         downgrade_log_interval: duration(
             args.downgrade_log_interval,
             file.downgrade_log_interval,
@@ -439,6 +438,145 @@ mod tests {
         assert_eq!(r.schema.protos, vec![PathBuf::from("/etc/pg/a.proto")]);
         assert_eq!(r.schema.includes, vec![PathBuf::from("/etc/pg/proto")]);
         assert_eq!(r.edge.max_body_bytes, 4 * 1024 * 1024);
+    }
+
+    /// Each flag that has a TOML key: the file's value without the flag, the flag's with both.
+    #[test]
+    fn every_flag_overrides_its_file_key() {
+        type View = fn(&Resolved) -> String;
+        let cases: &[(&str, &[&str], View, &str, &str)] = &[
+            (
+                "listen = \"127.0.0.1:9000\"",
+                &["--listen", "localhost:9001"],
+                |r| r.listen.to_string(),
+                "127.0.0.1:9000",
+                "localhost:9001",
+            ),
+            (
+                "upstream = \"http://a:1\"",
+                &["--upstream", "http://b:2"],
+                |r| format!("{:?}", r.default_upstream),
+                "Some(\"http://a:1\")",
+                "Some(\"http://b:2\")",
+            ),
+            (
+                "descriptor_sets = [\"a.pb\"]",
+                &["--descriptor-set", "b.pb"],
+                |r| format!("{:?}", r.schema.descriptor_sets),
+                "[\"/etc/pg/a.pb\"]",
+                "[\"b.pb\"]",
+            ),
+            (
+                "protos = [\"a.proto\"]",
+                &["--proto", "b.proto"],
+                |r| format!("{:?}", r.schema.protos),
+                "[\"/etc/pg/a.proto\"]",
+                "[\"b.proto\"]",
+            ),
+            (
+                "includes = [\"inc\"]",
+                &["-I", "other"],
+                |r| format!("{:?}", r.schema.includes),
+                "[\"/etc/pg/inc\"]",
+                "[\"other\"]",
+            ),
+            (
+                "max_body_bytes = 1000",
+                &["--max-body-bytes", "2000"],
+                |r| r.edge.max_body_bytes.to_string(),
+                "1000",
+                "2000",
+            ),
+            (
+                "upstream_timeout = \"5s\"",
+                &["--upstream-timeout", "7s"],
+                |r| format!("{:?}", r.edge.upstream_timeout),
+                "5s",
+                "7s",
+            ),
+            (
+                "strict_accept = true",
+                &["--strict-accept=false"],
+                |r| r.edge.strict_accept.to_string(),
+                "true",
+                "false",
+            ),
+            (
+                "strict_accept = false",
+                &["--strict-accept"],
+                |r| r.edge.strict_accept.to_string(),
+                "false",
+                "true",
+            ),
+            (
+                "strict_accept = false",
+                &["--strict-accept=true"],
+                |r| r.edge.strict_accept.to_string(),
+                "false",
+                "true",
+            ),
+            (
+                "log_format = \"json\"",
+                &["--log-format", "text"],
+                |r| format!("{:?}", r.log_format),
+                "Json",
+                "Text",
+            ),
+            (
+                "downgrade_log_interval = \"5m\"",
+                &["--downgrade-log-interval", "0"],
+                |r| format!("{:?}", r.edge.downgrade_log_interval),
+                "300s",
+                "0ns",
+            ),
+            (
+                "worker_threads = 3",
+                &["--worker-threads", "1"],
+                |r| r.worker_threads.to_string(),
+                "3",
+                "1",
+            ),
+        ];
+        for (line, flags, view, from_file, from_flag) in cases {
+            let key = line.split(' ').next().unwrap();
+            let mut text = String::new();
+            if key != "upstream" {
+                text += "upstream = \"http://base:1\"\n";
+            }
+            if key != "protos" && key != "descriptor_sets" {
+                text += "protos = [\"base.proto\"]\n";
+            }
+            text += line;
+            let file = || FileConfig::parse(&text, Path::new("/etc/pg")).unwrap();
+            let r = resolve(args(&[]), file()).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(view(&r), *from_file, "{line}");
+            let r = resolve(args(flags), file()).unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+            assert_eq!(view(&r), *from_flag, "{line} {flags:?}");
+        }
+        // Every serve flag with a value is covered (a new flag needs a case above).
+        use clap::CommandFactory;
+        let cli = crate::cli::Cli::command();
+        let serve = cli.find_subcommand("serve").unwrap();
+        for arg in serve.get_arguments() {
+            let long = arg.get_long().unwrap_or_default();
+            if long == "config" || long == "help" {
+                continue;
+            }
+            let flag = format!("--{long}");
+            let short = arg.get_short().map(|c| format!("-{c}"));
+            assert!(
+                cases
+                    .iter()
+                    .any(|(_, flags, ..)| flags[0].split('=').next() == Some(&flag)
+                        || Some(flags[0].to_owned()) == short),
+                "{flag} has no override case"
+            );
+        }
+        // A bool flag takes only true or false.
+        use clap::Parser;
+        assert!(
+            crate::cli::Cli::try_parse_from(["protogate", "serve", "--strict-accept=yes"]).is_err()
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use tonic::{Request, Response, Status};
 
 use crate::cli::DemoArgs;
 use crate::config::{ConfigError, parse_duration};
+use crate::listen::Listen;
 use crate::{logging, run};
 
 /// The generated demo service (proto/demo/v2/shop.proto).
@@ -331,10 +332,10 @@ pub fn v1_schema() -> Result<transcode::Schema, transcode::SchemaError> {
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     logging::init(args.log_format);
-    let listen: SocketAddr = args
-        .listen
-        .parse()
-        .map_err(|e| ConfigError(format!("--listen {:?}: {e}", args.listen)))?;
+    let listen = Listen::parse(&args.listen)?;
+    if args.backend_only {
+        return run_backend(&listen);
+    }
     let interval = parse_duration(&args.downgrade_log_interval)
         .map_err(|e| ConfigError(format!("--downgrade-log-interval: {e}")))?;
     let schema = v1_schema().map_err(|e| ConfigError(e.to_string()))?;
@@ -346,26 +347,63 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", descriptor_set.display()))?;
 
     run::runtime(0)?.block_on(async move {
-        let backend = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding the demo service")?;
+        let backend = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding the demo service")?;
         let backend_addr = backend.local_addr()?;
         let (stop_backend, backend_stopped) = tokio::sync::oneshot::channel::<()>();
         let backend_task = tokio::spawn(serve_shop(backend, async {
             let _ = backend_stopped.await;
         }));
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("binding {listen} (is another gateway or demo running? try --listen 127.0.0.1:8081)"))?;
-        let addr = listener.local_addr()?;
-        let config = edge::EdgeConfig { downgrade_log_interval: interval, ..Default::default() };
-        let upstreams = edge::Upstreams::new(Some(&format!("http://{backend_addr}")), &[], config.max_response_bytes)
-            .map_err(ConfigError)?;
+        let listeners = listen
+            .bind()
+            .context("is another gateway or demo running? try --listen 127.0.0.1:8081")?;
+        let addr = listeners[0].local_addr()?;
+        let config = edge::EdgeConfig {
+            downgrade_log_interval: interval,
+            ..Default::default()
+        };
+        let upstreams = edge::Upstreams::new(
+            Some(&format!("http://{backend_addr}")),
+            &[],
+            config.max_response_bytes,
+        )
+        .map_err(ConfigError)?;
         let edge = Arc::new(edge::Edge::new(schema, upstreams, config).map_err(ConfigError)?);
         let shutdown = run::shutdown_signal()?;
-        tracing::info!(%addr, backend = %backend_addr, "listening on http://{addr}");
+        for listener in &listeners {
+            let addr = listener.local_addr()?;
+            tracing::info!(%addr, backend = %backend_addr, "listening on http://{addr}");
+        }
         println!("{}", instructions(addr, &descriptor_set));
-        edge::serve(listener, edge, shutdown).await;
+        edge::serve_all(listeners, edge, shutdown).await;
         let _ = stop_backend.send(());
         let _ = backend_task.await;
+        Ok(())
+    })
+}
+
+/// `protogate demo --backend-only`: the demo shop's gRPC service (schema v2) alone, as an
+/// upstream for `protogate serve --proto proto/demo/v1/shop.proto`.
+fn run_backend(listen: &Listen) -> anyhow::Result<()> {
+    run::runtime(0)?.block_on(async move {
+        let listeners = listen.bind()?;
+        let shutdown = run::shutdown_signal()?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let mut servers = Vec::new();
+        for listener in listeners {
+            let addr = listener.local_addr()?;
+            tracing::info!(%addr, "demo shop gRPC service (schema v2) listening on http://{addr}");
+            let mut stopped = stopped.clone();
+            servers.push(tokio::spawn(serve_shop(listener, async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            })));
+        }
+        shutdown.await;
+        stop.send_replace(true);
+        for server in servers {
+            server.await?.context("serving the demo shop")?;
+        }
         Ok(())
     })
 }

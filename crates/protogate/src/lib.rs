@@ -5,6 +5,7 @@
 //! # Layout
 //! - `cli`: the command line (clap).
 //! - [`config`]: the TOML file and its resolution with the flags into the edge's settings.
+//! - `listen`: `--listen` addresses (IPs, host names, `:PORT`) and binding them.
 //! - `schema_files`: reading descriptor sets and `.proto` files for `transcode`.
 //! - `run`: `protogate serve`.
 //! - [`demo`]: the embedded demo shop service and `protogate demo`.
@@ -14,6 +15,7 @@ mod cli;
 pub mod config;
 mod convert;
 pub mod demo;
+mod listen;
 mod logging;
 mod run;
 mod schema_files;

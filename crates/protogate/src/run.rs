@@ -12,7 +12,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let file = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading config {}", path.display()))?;
+                .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?;
             let base = path.parent().unwrap_or(std::path::Path::new("."));
             FileConfig::parse(&text, base)
                 .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?
@@ -24,9 +24,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Validated before any port opens: a broken schema names its file and line.
     let schema = schema_files::load(&resolved.schema)?;
     runtime(resolved.worker_threads)?.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(resolved.listen)
-            .await
-            .with_context(|| format!("binding {}", resolved.listen))?;
+        let listeners = resolved.listen.bind()?;
         let upstreams = edge::Upstreams::new(
             resolved.default_upstream.as_deref(),
             &resolved.service_upstreams,
@@ -35,10 +33,12 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .map_err(ConfigError)?;
         let methods = schema.methods().count();
         let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge).map_err(ConfigError)?);
-        let addr = listener.local_addr()?;
         let shutdown = shutdown_signal()?;
-        tracing::info!(%addr, methods, upstream = resolved.default_upstream.as_deref().unwrap_or("-"), "listening on http://{addr}");
-        edge::serve(listener, edge, shutdown).await;
+        for listener in &listeners {
+            let addr = listener.local_addr()?;
+            tracing::info!(%addr, methods, upstream = resolved.default_upstream.as_deref().unwrap_or("-"), "listening on http://{addr}");
+        }
+        edge::serve_all(listeners, edge, shutdown).await;
         Ok(())
     })
 }

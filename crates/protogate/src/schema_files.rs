@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use transcode::Schema;
 
 use crate::cli::SchemaArgs;
@@ -17,7 +16,7 @@ pub fn load(args: &SchemaArgs) -> anyhow::Result<Schema> {
         let mut sets = Vec::new();
         for path in &args.descriptor_sets {
             let bytes = std::fs::read(path)
-                .with_context(|| format!("reading descriptor set {}", path.display()))?;
+                .map_err(|e| ConfigError(format!("descriptor set {}: {e}", path.display())))?;
             sets.push(bytes);
         }
         let names: Vec<String> = args

@@ -1,55 +1,182 @@
-//! The real binary: `protogate serve` on 127.0.0.1:0 (the address read from its log), signals,
-//! configuration errors, and `protogate convert`.
+//! The real binary: `protogate serve` on port 0 (the address read from its log), signals and
+//! the shutdown grace period, `--listen` forms, the runtime's threads, configuration errors
+//! (exit 64, the file named), and `protogate convert` with its flags.
+//!
+//! Every child is killed when its guard drops (a failed assertion leaks no process), every
+//! wait has a deadline, and no test binds a fixed port.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
 
 const BIN: &str = env!("CARGO_BIN_EXE_protogate");
 const PROTO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto");
+/// Generous: CI machines are slow and busy. Only a failing test waits this long.
+const DEADLINE: Duration = Duration::from_secs(30);
 
-/// Starts `protogate serve` and returns it with the address it logged.
-fn serve(args: &[&str]) -> (Child, SocketAddr) {
-    let (child, addr, _) = serve_with_line(args);
-    (child, addr)
+/// A child process that is killed when dropped; its stderr lines are collected.
+struct Proc {
+    child: Child,
+    stderr: Arc<Mutex<Vec<String>>>,
 }
 
-/// As [`serve`], also returning the log line that named the address.
-fn serve_with_line(args: &[&str]) -> (Child, SocketAddr, String) {
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    fn spawn(args: &[&str]) -> Proc {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("protogate starts");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let pipe = child.stderr.take().expect("stderr");
+        let lines = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+        Proc { child, stderr }
+    }
+
+    /// The stderr lines so far.
+    fn log(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits for a stderr line containing `needle`.
+    fn wait_for_line(&mut self, needle: &str) -> String {
+        let line = eventually(&format!("a log line with {needle:?}"), || {
+            self.log().into_iter().find(|l| l.contains(needle))
+        });
+        line.unwrap_or_else(|| {
+            let status = self.child.try_wait().ok().flatten();
+            panic!(
+                "no {needle:?} (exit: {status:?}); log:\n{}",
+                self.log().join("\n")
+            )
+        })
+    }
+
+    /// Every address the gateway logged it listens on.
+    fn addrs(&mut self) -> Vec<SocketAddr> {
+        self.wait_for_line("listening on http://");
+        self.log()
+            .iter()
+            .filter_map(|l| l.split("listening on http://").nth(1))
+            .map(|rest| {
+                rest.split(|c: char| c.is_whitespace() || c == '"')
+                    .next()
+                    .unwrap_or("")
+                    .parse()
+                    .expect("a socket address")
+            })
+            .collect()
+    }
+
+    fn addr(&mut self) -> SocketAddr {
+        self.addrs()[0]
+    }
+
+    fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+
+    fn wait_exit(&mut self) -> ExitStatus {
+        let child = &mut self.child;
+        eventually("protogate to exit", || child.try_wait().expect("wait"))
+            .unwrap_or_else(|| panic!("protogate did not exit within {DEADLINE:?}"))
+    }
+
+    /// The number of threads the process runs (Linux).
+    fn threads(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/task", self.child.id()))
+            .expect("/proc")
+            .count()
+    }
+}
+
+/// Polls `check` every 10 ms until it gives `Some`, for at most [`DEADLINE`].
+fn eventually<T>(_what: &str, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs protogate to its end with `input` on stdin; killed (and the test failed) if it takes
+/// longer than [`DEADLINE`].
+fn run(args: &[&str], input: &[u8]) -> Output {
     let mut child = Command::new(BIN)
-        .arg("serve")
-        .args(["--listen", "127.0.0.1:0"])
         .args(args)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("protogate starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                let addr = rest
-                    .split(|c: char| c.is_whitespace() || c == '"')
-                    .next()
-                    .unwrap_or("")
-                    .to_owned();
-                let _ = tx.send((addr, line.clone()));
-            }
-        }
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
     });
-    let (addr, line) = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("protogate logs its address");
-    (child, addr.parse().expect("a socket address"), line)
+    let read = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let _ = pipe.read_to_end(&mut out);
+            out
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().unwrap()));
+    let stderr = read(Box::new(child.stderr.take().unwrap()));
+    let status = eventually("protogate to finish", || child.try_wait().expect("wait"));
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("protogate {args:?} did not finish within {DEADLINE:?}");
+    };
+    let _ = writer.join();
+    Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
 }
 
-/// One HTTP/1.1 request on a fresh connection; returns the whole raw response.
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// One HTTP/1.1 request on a fresh connection; the whole raw response (empty if the
+/// connection closed without one).
 fn http(addr: SocketAddr, method: &str, path: &str, content_type: &str, body: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut s = TcpStream::connect_timeout(&addr, DEADLINE).expect("connect");
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    s.set_write_timeout(Some(DEADLINE)).unwrap();
     let head = format!(
         "{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
@@ -57,197 +184,545 @@ fn http(addr: SocketAddr, method: &str, path: &str, content_type: &str, body: &[
     s.write_all(head.as_bytes()).unwrap();
     s.write_all(body).unwrap();
     let mut out = Vec::new();
-    s.read_to_end(&mut out).expect("response");
+    let _ = s.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn sigterm(child: &Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-}
+/// A scratch directory for one test, removed when dropped.
+struct Scratch(PathBuf);
 
-fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("protogate did not exit within {within:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("protogate-cli-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
     }
 }
 
-#[test]
-fn serve_answers_and_stops_on_sigterm() {
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The demo shop's gRPC service on 127.0.0.1:0, in a runtime of its own.
+struct Shop {
+    addr: SocketAddr,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn shop() -> Shop {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let backend = rt
+    let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
-    let backend_addr = backend.local_addr().unwrap();
-    rt.spawn(protogate::demo::serve_shop(backend, std::future::pending()));
-    let (mut child, addr) = serve(&[
-        "--upstream",
-        &format!("http://{backend_addr}"),
-        "--proto",
-        &format!("{PROTO_DIR}/demo/v1/shop.proto"),
-    ]);
-    let r = http(
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(protogate::demo::serve_shop(
+        listener,
+        std::future::pending(),
+    ));
+    Shop { addr, _rt: rt }
+}
+
+fn shop_args(shop: &Shop) -> Vec<String> {
+    vec![
+        "--upstream".into(),
+        format!("http://{}", shop.addr),
+        "--proto".into(),
+        format!("{PROTO_DIR}/demo/v1/shop.proto"),
+    ]
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn get_order(addr: SocketAddr) -> String {
+    http(
         addr,
         "POST",
         "/demo.shop.v1.Shop/GetOrder",
         "application/json",
         br#"{"id": "2"}"#,
-    );
+    )
+}
+
+#[test]
+fn serve_answers_and_stops_on_sigterm() {
+    let shop = shop();
+    let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+    let extra = shop_args(&shop);
+    args.extend(strs(&extra));
+    let mut gw = Proc::spawn(&args);
+    let addr = gw.addr();
+    let r = get_order(addr);
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
     assert!(r.contains(r#""name":"grinder""#), "{r}");
     let r = http(addr, "GET", "/healthz", "text/plain", b"");
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
-    sigterm(&child);
-    let status = wait_exit(&mut child, Duration::from_secs(10));
+    gw.sigterm();
+    let status = gw.wait_exit();
     assert!(status.success(), "{status:?}");
 }
 
 #[test]
-fn a_broken_proto_is_reported_with_file_and_line_before_listening() {
-    let dir = std::env::temp_dir().join(format!("protogate-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("bad.proto"),
-        "syntax = \"proto3\";\npackage x;\nmessage M {\n  Missing field = 1;\n}\n",
-    )
-    .unwrap();
-    let out = Command::new(BIN)
-        .args([
+fn listen_takes_host_names_ipv6_and_all_interfaces() {
+    let shop = shop();
+    let extra = shop_args(&shop);
+    for (listen, connect_host) in [
+        ("localhost:0", None),
+        (":0", Some("127.0.0.1")),
+        ("[::1]:0", None),
+    ] {
+        let mut args = vec!["serve", "--listen", listen];
+        args.extend(strs(&extra));
+        if listen.starts_with('[') && std::net::TcpListener::bind("[::1]:0").is_err() {
+            eprintln!("no IPv6 loopback on this host: --listen {listen} not tried");
+            continue;
+        }
+        let mut gw = Proc::spawn(&args);
+        let addrs = gw.addrs();
+        for addr in &addrs {
+            let addr = match connect_host {
+                Some(host) => SocketAddr::new(host.parse().unwrap(), addr.port()),
+                None => *addr,
+            };
+            let r = get_order(addr);
+            assert!(
+                r.starts_with("HTTP/1.1 200"),
+                "--listen {listen} at {addr}: {r}"
+            );
+        }
+        gw.sigterm();
+        assert!(gw.wait_exit().success());
+    }
+    // What is not an address is a configuration error naming the flag.
+    let out = run(
+        &[
             "serve",
             "--listen",
-            "127.0.0.1:0",
+            "localhost",
             "--upstream",
             "http://127.0.0.1:1",
             "--proto",
-        ])
-        .arg(dir.join("bad.proto"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(64));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("bad.proto:4:3") && err.contains("Missing"),
-        "{err}"
+            "x.proto",
+        ],
+        b"",
     );
-    assert!(!err.contains("listening"), "{err}");
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--listen \"localhost\""),
+        "{}",
+        stderr(&out)
+    );
+}
 
-    std::fs::write(
-        dir.join("c.toml"),
-        "upstream = \"http://127.0.0.1:1\"\nprotos = [\"bad.proto\"]\ncolour = \"blue\"\n",
+/// A raw HTTP/2 upstream: unary calls are answered (an empty message, status 0) only once
+/// `release` is set; server streams send one empty message and never end.
+struct HeldUpstream {
+    addr: SocketAddr,
+    calls: Arc<AtomicUsize>,
+    release: tokio::sync::watch::Sender<bool>,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn held_upstream() -> HeldUpstream {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (release, released) = tokio::sync::watch::channel(false);
+    let counter = calls.clone();
+    rt.spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (counter, released) = (counter.clone(), released.clone());
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                while let Some(Ok((request, mut respond))) = conn.accept().await {
+                    let (counter, mut released) = (counter.clone(), released.clone());
+                    tokio::spawn(async move {
+                        let streaming = request.uri().path().ends_with("/Watch");
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        if !streaming {
+                            let _ = released.wait_for(|r| *r).await;
+                        }
+                        let head = http::Response::builder()
+                            .header("content-type", "application/grpc")
+                            .body(())
+                            .unwrap();
+                        let Ok(mut send) = respond.send_response(head, false) else {
+                            return;
+                        };
+                        let _ = send.send_data(Bytes::from_static(&[0, 0, 0, 0, 0]), false);
+                        if streaming {
+                            std::future::pending::<()>().await;
+                        }
+                        let mut trailers = http::HeaderMap::new();
+                        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                        let _ = send.send_trailers(trailers);
+                    });
+                }
+            });
+        }
+    });
+    HeldUpstream {
+        addr,
+        calls,
+        release,
+        _rt: rt,
+    }
+}
+
+fn testsvc_gateway(upstream: SocketAddr, extra: &[&str]) -> Proc {
+    let upstream = format!("http://{upstream}");
+    let proto = format!("{PROTO_DIR}/test/svc/v1/testsvc.proto");
+    let mut args = vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &upstream,
+        "--proto",
+        &proto,
+        "-I",
+        PROTO_DIR,
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn(&args)
+}
+
+#[test]
+fn sigterm_lets_a_request_in_flight_finish_and_accepts_no_more() {
+    let upstream = held_upstream();
+    let mut gw = testsvc_gateway(upstream.addr, &["--upstream-timeout", "60s"]);
+    let addr = gw.addr();
+    let request = std::thread::spawn(move || {
+        http(
+            addr,
+            "POST",
+            "/protogate.test.svc.TestService/Echo",
+            "application/json",
+            b"{}",
+        )
+    });
+    let calls = &upstream.calls;
+    eventually("the call to reach the upstream", || {
+        (calls.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .expect("the call reached the upstream");
+    gw.sigterm();
+    // The listener closes: new connections are refused while the request is held.
+    eventually("the listener to close", || {
+        TcpStream::connect(addr).is_err().then_some(())
+    })
+    .expect("the gateway stopped accepting");
+    assert!(
+        gw.child.try_wait().unwrap().is_none(),
+        "exited with a request in flight"
+    );
+    upstream.release.send_replace(true);
+    let r = request.join().unwrap();
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(gw.wait_exit().success());
+    let log = gw.log().join("\n");
+    assert!(
+        log.contains("SIGTERM received") && log.contains("all connections closed"),
+        "{log}"
+    );
+}
+
+#[test]
+fn the_grace_period_cuts_off_what_does_not_finish() {
+    let upstream = held_upstream();
+    // The grace period is --upstream-timeout; a stream has no deadline of its own.
+    let mut gw = testsvc_gateway(upstream.addr, &["--upstream-timeout", "1s"]);
+    let addr = gw.addr();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    s.write_all(
+        b"POST /protogate.test.svc.TestService/Watch HTTP/1.1\r\nhost: x\r\n\
+          content-type: application/json\r\naccept: application/x-ndjson\r\n\
+          content-length: 2\r\n\r\n{}",
     )
     .unwrap();
-    let out = Command::new(BIN)
-        .args(["serve", "--config"])
-        .arg(dir.join("c.toml"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(64));
+    let mut first = [0u8; 12];
+    s.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200");
+    let started = Instant::now();
+    gw.sigterm();
+    let status = gw.wait_exit();
+    assert!(status.success(), "{status:?}");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("colour"),
+        started.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let log = gw.log().join("\n");
+    assert!(log.contains("grace period over"), "{log}");
+    // The stream was cut: the client reads to the end of the connection.
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(
+        !String::from_utf8_lossy(&rest).ends_with("0\r\n\r\n"),
+        "the stream ended cleanly"
+    );
+}
+
+#[test]
+fn one_worker_thread_runs_on_the_single_threaded_scheduler() {
+    let shop = shop();
+    let extra = shop_args(&shop);
+    let scratch = Scratch::new("threads");
+    let config = scratch.file(
+        "one.toml",
+        &format!(
+            "upstream = \"http://{}\"\nprotos = [\"{PROTO_DIR}/demo/v1/shop.proto\"]\nworker_threads = 1\n",
+            shop.addr
+        ),
+    );
+    let by_flag = {
+        let mut a = vec!["serve", "--listen", "127.0.0.1:0", "--worker-threads", "1"];
+        a.extend(strs(&extra));
+        a
+    };
+    let by_file = vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        config.as_str(),
+    ];
+    for args in [by_flag, by_file] {
+        let mut gw = Proc::spawn(&args);
+        let r = get_order(gw.addr());
+        assert!(r.starts_with("HTTP/1.1 200"), "{args:?}: {r}");
+        // Everything runs on the main thread: no worker threads at all.
+        assert_eq!(gw.threads(), 1, "{args:?}");
+    }
+    // Two workers for comparison: the main thread plus two.
+    let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--worker-threads", "2"];
+    args.extend(strs(&extra));
+    let mut gw = Proc::spawn(&args);
+    let r = get_order(gw.addr());
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(gw.threads() >= 3, "{}", gw.threads());
+}
+
+#[test]
+fn configuration_errors_exit_64_naming_the_file() {
+    let scratch = Scratch::new("config");
+    // Every run names --listen 127.0.0.1:0: a regression that started serving would not
+    // take a fixed port from anything else.
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        run(&args, b"")
+    };
+    let bad_proto = scratch.file(
+        "bad.proto",
+        "syntax = \"proto3\";\npackage x;\nmessage M {\n  Missing field = 1;\n}\n",
+    );
+    let out = serve(&["--upstream", "http://127.0.0.1:1", "--proto", &bad_proto]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("bad.proto:4:3") && stderr(&out).contains("Missing"),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("listening"), "{}", stderr(&out));
+
+    let missing = scratch.0.join("missing.pb").display().to_string();
+    let out = serve(&[
+        "--upstream",
+        "http://127.0.0.1:1",
+        "--descriptor-set",
+        &missing,
+    ]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&missing), "{}", stderr(&out));
+
+    let missing = scratch.0.join("missing.toml").display().to_string();
+    let out = serve(&["--config", &missing]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&missing), "{}", stderr(&out));
+
+    let missing = scratch.0.join("missing.proto").display().to_string();
+    let out = serve(&["--upstream", "http://127.0.0.1:1", "--proto", &missing]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&missing), "{}", stderr(&out));
+
+    // A key the file may not have, and a value of the wrong type: named with its line.
+    let config = scratch.file(
+        "c.toml",
+        "upstream = \"http://127.0.0.1:1\"\nprotos = [\"bad.proto\"]\ncolour = \"blue\"\n",
+    );
+    let out = serve(&["--config", &config]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("colour") && err.contains("line 3") && err.contains(&config),
+        "{err}"
+    );
+    let config = scratch.file(
+        "types.toml",
+        "upstream = \"http://127.0.0.1:1\"\n\nmax_body_bytes = \"lots\"\n",
+    );
+    let out = serve(&["--config", &config]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(
+        err.contains("max_body_bytes") && err.contains("line 3"),
+        "{err}"
     );
 
     // Two HTTP rules that match the same requests: both named, before listening.
-    std::fs::write(
-        dir.join("rules.proto"),
+    scratch.file(
+        "rules.proto",
         "syntax = \"proto3\";\npackage r;\nmessage M { string id = 1; }\n\
          service S {\n  rpc A(M) returns (M);\n  rpc B(M) returns (M);\n}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("rules.toml"),
+    );
+    let rules = scratch.file(
+        "rules.toml",
         "upstream = \"http://127.0.0.1:1\"\nprotos = [\"rules.proto\"]\n\
          [[http_rules]]\nselector = \"r.S.A\"\nget = \"/v1/{id}\"\n\
          [[http_rules]]\nselector = \"r.S.B\"\nget = \"/v1/{id=*}\"\n",
-    )
-    .unwrap();
-    let out = Command::new(BIN)
-        .args(["serve", "--config"])
-        .arg(dir.join("rules.toml"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    );
+    let out = serve(&["--config", &rules]);
+    let err = stderr(&out);
     assert_eq!(out.status.code(), Some(64), "{err}");
     assert!(err.contains("r.S.A") && err.contains("r.S.B"), "{err}");
     assert!(!err.contains("listening"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
+
+    // convert reads the schema the same way.
+    let out = run(
+        &[
+            "convert",
+            "--descriptor-set",
+            &missing,
+            "--message",
+            "x.M",
+            "--from",
+            "json",
+            "--to",
+            "json",
+        ],
+        b"{}",
+    );
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
 }
 
 #[test]
 fn convert_crafts_and_reads_bodies() {
-    let run = |args: &[&str], input: &[u8]| {
-        let mut child = Command::new(BIN)
-            .arg("convert")
-            .args([
-                "--proto",
-                &format!("{PROTO_DIR}/bench/bench.proto"),
-                "--message",
-                "bench.v1.Order",
-            ])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(input).unwrap();
-        child.wait_with_output().unwrap()
+    let bench = format!("{PROTO_DIR}/bench/bench.proto");
+    let convert = |args: &[&str], input: &[u8]| {
+        let mut all = vec!["convert", "--proto", &bench, "--message", "bench.v1.Order"];
+        all.extend_from_slice(args);
+        run(&all, input)
     };
     let json =
         br#"{"orderId": 12345, "amount": 99.99, "items": [{"skuId": "1000", "quantity": 1}]}"#;
-    let pb = run(&["--from", "json", "--to", "protobuf"], json);
-    assert!(
-        pb.status.success(),
-        "{}",
-        String::from_utf8_lossy(&pb.stderr)
-    );
-    let mp = run(&["--from", "protobuf", "--to", "msgpack"], &pb.stdout);
+    let pb = convert(&["--from", "json", "--to", "protobuf"], json);
+    assert!(pb.status.success(), "{}", stderr(&pb));
+    let mp = convert(&["--from", "protobuf", "--to", "msgpack"], &pb.stdout);
     assert!(mp.status.success());
-    let back = run(&["--from", "msgpack", "--to", "json"], &mp.stdout);
+    let back = convert(&["--from", "msgpack", "--to", "json"], &mp.stdout);
     assert_eq!(
         String::from_utf8_lossy(&back.stdout),
         "{\"orderId\":\"12345\",\"amount\":99.99,\"items\":[{\"skuId\":\"1000\",\"quantity\":1}]}\n"
     );
-    let bad = run(
+    let bad = convert(
         &["--from", "json", "--to", "protobuf"],
         br#"{"items": [{"quantity": "lots"}]}"#,
     );
     assert_eq!(bad.status.code(), Some(1));
     assert!(
-        String::from_utf8_lossy(&bad.stderr).contains("items[0].quantity"),
+        stderr(&bad).contains("items[0].quantity"),
         "{}",
-        String::from_utf8_lossy(&bad.stderr)
+        stderr(&bad)
     );
-    let unknown = run(&["--from", "protobuf", "--to", "json"], &[0xb8, 0x3e, 0x01]);
+    let unknown = convert(&["--from", "protobuf", "--to", "json"], &[0xb8, 0x3e, 0x01]);
     assert!(unknown.status.success());
-    assert!(String::from_utf8_lossy(&unknown.stderr).contains("#999 at (root)"));
+    assert!(stderr(&unknown).contains("#999 at (root)"));
+
+    // --proto-field-names: proto names out.
+    let out = convert(
+        &["--from", "protobuf", "--to", "json", "--proto-field-names"],
+        &pb.stdout,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\"order_id\":\"12345\"") && text.contains("\"sku_id\""),
+        "{text}"
+    );
+    // --emit-defaults: fields at their default value printed too.
+    let out = convert(
+        &["--from", "json", "--to", "json", "--emit-defaults"],
+        br#"{"orderId": 1}"#,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\"amount\":0") && text.contains("\"items\":[]"),
+        "{text}"
+    );
+    let out = convert(&["--from", "json", "--to", "json"], br#"{"orderId": 1}"#);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "{\"orderId\":\"1\"}\n"
+    );
+    // --ignore-unknown-fields: an unknown key is skipped and reported, not an error.
+    let input = br#"{"orderId": 1, "colour": "blue"}"#;
+    let out = convert(&["--from", "json", "--to", "json"], input);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("colour"), "{}", stderr(&out));
+    let out = convert(
+        &["--from", "json", "--to", "json", "--ignore-unknown-fields"],
+        input,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "{\"orderId\":\"1\"}\n"
+    );
+    assert!(
+        stderr(&out).contains("ignored unknown key colour"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn json_logs_are_one_object_per_line() {
-    let (mut child, _, line) = serve_with_line(&[
+    let bench = format!("{PROTO_DIR}/bench/bench.proto");
+    let mut gw = Proc::spawn(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
         "--upstream",
         "http://127.0.0.1:1",
         "--proto",
-        &format!("{PROTO_DIR}/bench/bench.proto"),
+        &bench,
         "--log-format",
         "json",
     ]);
+    let line = gw.wait_for_line("listening on http://");
     assert!(line.starts_with('{') && line.ends_with('}'), "{line}");
     assert!(
         line.contains(r#""level":"INFO""#) && line.contains(r#""methods":4"#),
         "{line}"
     );
-    sigterm(&child);
-    assert!(wait_exit(&mut child, Duration::from_secs(10)).success());
+    gw.sigterm();
+    assert!(gw.wait_exit().success());
 }
