@@ -30,6 +30,7 @@ test: oracle-env grpcgw
 	PROTOGATE_REQUIRE_ORACLES=1 PROTOGATE_ORACLE_PYTHON=$(abspath $(PYTHON)) $(CARGO) test --workspace
 	$(CARGO) build -p protogate
 	tests/demo.sh target/debug/protogate
+	tests/readme.sh
 
 lint:
 	$(CARGO) fmt --all -- --check
