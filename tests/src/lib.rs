@@ -255,7 +255,9 @@ impl tonic::server::NamedService for Dispatch {
     const NAME: &'static str = "protogate.test.svc.TestService";
 }
 
-/// A running server; dropping it stops the server.
+/// A running in-process server. Dropping it sends the stop signal (the server drains as on
+/// shutdown); whatever is left of it goes with the test's runtime, which a test that ends or
+/// fails drops, so a failed assertion leaks no server into the next test.
 pub struct Running {
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
@@ -275,13 +277,13 @@ impl Running {
         }
     }
 
-    /// Stops the server and waits for it to finish.
+    /// Stops the server and waits (at most 60 s) for it to finish.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         if let Some(task) = self.task.take() {
-            let _ = task.await;
+            let _ = within("the server to stop", Duration::from_secs(60), task).await;
         }
     }
 }
@@ -366,10 +368,21 @@ pub async fn start_gateway_upstreams(
     upstreams: edge::Upstreams,
     config: edge::EdgeConfig,
 ) -> (Running, Arc<edge::Edge>) {
-    init_logs();
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind gateway");
+    start_gateway_on(listener, schema, upstreams, config)
+}
+
+/// Starts the real gateway in-process on `listener` (whose socket options its connections
+/// inherit) with `schema` in front of `upstreams`.
+pub fn start_gateway_on(
+    listener: TcpListener,
+    schema: transcode::Schema,
+    upstreams: edge::Upstreams,
+    config: edge::EdgeConfig,
+) -> (Running, Arc<edge::Edge>) {
+    init_logs();
     let addr = listener.local_addr().expect("addr");
     let gateway = Arc::new(edge::Edge::new(schema, upstreams, config).expect("edge"));
     let (stop, stopped) = oneshot::channel::<()>();
@@ -380,14 +393,7 @@ pub async fn start_gateway_upstreams(
         })
         .await;
     });
-    (
-        Running {
-            addr,
-            stop: Some(stop),
-            task: Some(task),
-        },
-        gateway,
-    )
+    (Running::new(addr, stop, task), gateway)
 }
 
 // === the client ===
@@ -438,7 +444,10 @@ impl Http {
             .expect("answer within 30 s")
             .expect("request sent");
         let (parts, body) = response.into_parts();
-        let body = body.collect().await.expect("body").to_bytes();
+        let body = within("the body", Duration::from_secs(30), body.collect())
+            .await
+            .expect("body")
+            .to_bytes();
         Answer {
             status: parts.status,
             headers: parts.headers,

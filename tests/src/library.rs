@@ -1,7 +1,9 @@
 //! The REST-mapping backend: proto/test/rest/v1/library.proto served by tonic. Its answers
 //! show what the gateway sent (Echo returns the request bytes untouched, unknown fields
-//! included; UpdateBook returns the mask in `tags`), and its counters show what happened to streams (how far a producer ran ahead,
-//! whether a call was cancelled, whether a client stream was completed).
+//! included; UpdateBook returns the mask in `tags`), and its counters show what happened to
+//! streams (how far a producer ran ahead, whether a call was cancelled, whether a client
+//! stream was completed); a held WatchBooks call waits after its first book until the test
+//! lets it go on.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -38,6 +40,10 @@ pub struct Stats {
     pub watch_sent: AtomicUsize,
     /// WatchBooks calls that ended because the receiver went away.
     pub watch_cancelled: AtomicUsize,
+    /// ImportBooks calls that began (their handler ran).
+    pub imports_started: AtomicUsize,
+    /// Messages ImportBooks calls received.
+    pub import_messages: AtomicUsize,
     /// ImportBooks calls that saw the end of their request stream.
     pub imports_completed: AtomicUsize,
     /// ImportBooks calls whose handler is over, however (a reset call's handler is dropped
@@ -47,6 +53,8 @@ pub struct Stats {
     pub chats_ended: AtomicUsize,
     /// Chat calls that saw the clean end of their request stream.
     pub chats_completed: AtomicUsize,
+    /// Lets a held WatchBooks call (metadata `x-test-stream: hold`) go on past its first book.
+    pub release: tokio::sync::Notify,
 }
 
 #[derive(Clone, Default)]
@@ -187,6 +195,10 @@ impl LibraryService for Library {
     type WatchBooksStream = BookStream;
 
     async fn watch_books(&self, r: Request<WatchRequest>) -> Result<Response<BookStream>, Status> {
+        let hold = r
+            .metadata()
+            .get("x-test-stream")
+            .is_some_and(|v| v == "hold");
         let r = r.into_inner();
         if r.fail_after < 0 {
             return Err(Status::failed_precondition("watch refused before any book"));
@@ -222,6 +234,15 @@ impl LibraryService for Library {
                     return;
                 }
                 stats.watch_sent.fetch_add(1, Ordering::SeqCst);
+                if hold && i == 0 {
+                    tokio::select! {
+                        () = stats.release.notified() => {}
+                        () = tx.closed() => {
+                            stats.watch_cancelled.fetch_add(1, Ordering::SeqCst);
+                            return;
+                        }
+                    }
+                }
             }
         });
         Ok(Response::new(Box::pin(
@@ -234,10 +255,15 @@ impl LibraryService for Library {
         r: Request<Streaming<Book>>,
     ) -> Result<Response<ListBooksResponse>, Status> {
         let _ended = Ended(self.stats.clone(), |s| &s.imports_ended);
+        self.stats.imports_started.fetch_add(1, Ordering::SeqCst);
         let mut input = r.into_inner();
         let mut books = Vec::new();
         loop {
-            match input.message().await {
+            let message = input.message().await;
+            if let Ok(Some(_)) = &message {
+                self.stats.import_messages.fetch_add(1, Ordering::SeqCst);
+            }
+            match message {
                 Ok(Some(b)) if b.title == "fail" => {
                     return Err(Status::invalid_argument(format!(
                         "book {} cannot be imported",
@@ -394,14 +420,35 @@ pub struct Stack {
     pub backend: crate::Running,
     pub gw: crate::Running,
     pub stats: Arc<Stats>,
+    /// The gateway itself: its metrics can be read without a request.
+    pub edge: Arc<edge::Edge>,
 }
 
 /// Starts a [`Stack`], both servers on 127.0.0.1:0.
 pub async fn start_with_gateway(config: edge::EdgeConfig) -> Stack {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind gateway");
+    start_with_gateway_on(listener, config).await
+}
+
+/// Starts a [`Stack`] whose gateway serves on `listener` (its connections inherit the
+/// listener's socket options, such as buffer sizes).
+pub async fn start_with_gateway_on(listener: TcpListener, config: edge::EdgeConfig) -> Stack {
     let (backend, stats) = start().await;
-    let (gw, _) =
-        crate::start_gateway_with(schema(), &format!("http://{}", backend.addr), config).await;
-    Stack { backend, gw, stats }
+    let upstreams = edge::Upstreams::new(
+        Some(&format!("http://{}", backend.addr)),
+        &[],
+        config.max_response_bytes,
+    )
+    .expect("upstream URI");
+    let (gw, edge) = crate::start_gateway_on(listener, schema(), upstreams, config);
+    Stack {
+        backend,
+        gw,
+        stats,
+        edge,
+    }
 }
 
 /// The gateway's schema for the library: proto/test/rest/v1/library.proto (its google/api

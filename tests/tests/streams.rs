@@ -16,7 +16,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use prost::Message as _;
 use protogate_tests::library::{self, pb::library::v1 as pb};
-use protogate_tests::metric;
+use protogate_tests::{eventually, metric, within};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
@@ -299,11 +299,78 @@ async fn errors_before_and_after_the_first_message() {
     assert_eq!(w.trailers.unwrap()["grpc-status"], "9");
 }
 
-#[tokio::test]
-async fn a_slow_reader_holds_the_upstream_back() {
-    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
-    let c = client(true);
+/// How long a test waits for something that takes milliseconds on a quiet machine: only a
+/// failing test ever waits this long.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A connection of its own to the gateway, over HTTP/1.1 or HTTP/2 (prior knowledge, 64 KiB
+/// windows), from a socket whose receive buffer is fixed (set before connecting, so the kernel
+/// does not autotune it).
+enum Conn {
+    H1(hyper::client::conn::http1::SendRequest<Body>),
+    H2(hyper::client::conn::http2::SendRequest<Body>),
+}
+
+impl Conn {
+    /// Opens it with a receive buffer of `recv_buffer` bytes; returns it and the size the
+    /// kernel gave the buffer.
+    async fn open(addr: std::net::SocketAddr, h2: bool, recv_buffer: u32) -> (Conn, usize) {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(recv_buffer).unwrap();
+        let recv_buffer = socket.recv_buffer_size().unwrap() as usize;
+        let tcp = within("connecting", PATIENCE, socket.connect(addr))
+            .await
+            .unwrap();
+        let io = hyper_util::rt::TokioIo::new(tcp);
+        if h2 {
+            let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+                .initial_stream_window_size(65_535)
+                .initial_connection_window_size(65_535)
+                .handshake(io)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            (Conn::H2(send), recv_buffer)
+        } else {
+            let (send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+            tokio::spawn(conn);
+            (Conn::H1(send), recv_buffer)
+        }
+    }
+
+    async fn send(&mut self, req: Request<Body>) -> http::Response<hyper::body::Incoming> {
+        let response = async {
+            match self {
+                Conn::H1(send) => send.send_request(req).await,
+                Conn::H2(send) => send.send_request(req).await,
+            }
+        };
+        within("the answer's head", PATIENCE, response)
+            .await
+            .unwrap()
+    }
+}
+
+/// A reader takes one frame of a long stream and stops. Returns how many messages the
+/// upstream had produced when it stopped producing, and the most it can produce if the
+/// gateway itself holds only a few (the windows and buffers on the way hold the rest, see
+/// below). Reads the rest before returning, and checks that every message arrives.
+async fn slow_reader(h2: bool) -> (usize, usize) {
     const COUNT: usize = 100_000;
+    // Every message is longer than this in every encoding: its title alone has 100 bytes,
+    // its name at least 17.
+    const MESSAGE_BYTES: usize = 117;
+    // Fixed socket buffers on both ends of the client's connection (the gateway's accepted
+    // sockets inherit its listener's): what the kernel holds is then known, whatever
+    // net.ipv4.tcp_rmem and tcp_wmem let it autotune to (up to 32 MiB on some machines).
+    let gw_socket = tokio::net::TcpSocket::new_v4().unwrap();
+    gw_socket.set_send_buffer_size(16 * 1024).unwrap();
+    gw_socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+    let send_buffer = gw_socket.send_buffer_size().unwrap() as usize;
+    let s =
+        library::start_with_gateway_on(gw_socket.listen(64).unwrap(), edge::EdgeConfig::default())
+            .await;
+    let (mut conn, recv_buffer) = Conn::open(s.gw.addr, h2, 16 * 1024).await;
     let req = Request::get(format!(
         "http://{}/v1/shelves/1/books:watch?count={COUNT}&titleBytes=100",
         s.gw.addr
@@ -311,33 +378,94 @@ async fn a_slow_reader_holds_the_upstream_back() {
     .header("accept", "application/x-ndjson")
     .body(full(""))
     .unwrap();
-    let response = c.request(req).await.unwrap();
+    let response = conn.send(req).await;
     assert_eq!(response.status(), 200);
     let mut body = response.into_body();
-    let mut lines = 0usize;
-    let mut read = |frame: Frame<Bytes>| {
-        if let Ok(d) = frame.into_data() {
-            lines += d.iter().filter(|&&b| b == b'\n').count();
-        }
+    let lines_of = |frame: Frame<Bytes>| {
+        frame
+            .into_data()
+            .map_or(0, |d| d.iter().filter(|&&b| b == b'\n').count())
     };
-    read(body.frame().await.unwrap().unwrap());
-    // The client stops reading: windows and buffers fill, then the producer stops.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let paused = s.stats.watch_sent.load(Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let still = s.stats.watch_sent.load(Ordering::SeqCst);
-    eprintln!("producer stopped after {paused} of {COUNT} messages");
-    assert_eq!(paused, still, "the producer ran on while nobody read");
-    assert!(
-        paused < COUNT / 4,
-        "{paused} of {COUNT} messages produced for a reader that stopped"
+    let first = lines_of(
+        within("the first frame", PATIENCE, body.frame())
+            .await
+            .unwrap()
+            .unwrap(),
     );
+    // The reader stops. Where messages it has not taken can wait, and how much each place
+    // holds (bytes):
+    // - between the reader and the gateway: over HTTP/2 the reader's stream window, 64 KiB,
+    //   which caps whatever sits in either socket buffer too; over HTTP/1.1 the two socket
+    //   buffers (fixed above, their sizes read back as the kernel set them), hyper's write
+    //   buffer in the gateway (max_buf_size, 16 KiB) and hyper's read buffer and one chunk in
+    //   the reader (64 KiB);
+    // - in the gateway: the frame being written, coalesced up to 16 KiB plus one message, and
+    //   a chunk in each HTTP/2 layer: 32 KiB;
+    // - between the gateway and the backend: the gateway's HTTP/2 stream window on its
+    //   upstream connection, 2 MiB (hyper's client default, which edge's tonic endpoint
+    //   keeps), plus in the backend tonic's 32 KiB encoding batch, one DATA chunk and the
+    //   producer's channel of one: 64 KiB.
+    // A gateway that buffered without bound would let the producer run to COUNT.
+    let reader_side = if h2 {
+        64 * 1024
+    } else {
+        recv_buffer + send_buffer + 16 * 1024 + 64 * 1024
+    } + 32 * 1024;
+    let upstream_side = (2 << 20) + 64 * 1024;
+    let bound = first + (reader_side + upstream_side) / MESSAGE_BYTES;
+    assert!(
+        bound < COUNT / 2,
+        "{bound}: the bound must leave room to tell unbounded buffering apart"
+    );
+    // The producer fills all of that, then stops: wait until it has not moved for a second.
+    let mut seen = (usize::MAX, tokio::time::Instant::now());
+    let held = eventually("the producer to stop", Duration::from_secs(120), || {
+        let n = s.stats.watch_sent.load(Ordering::SeqCst);
+        let now = tokio::time::Instant::now();
+        if n != seen.0 {
+            seen = (n, now);
+            None
+        } else {
+            (now - seen.1 >= Duration::from_secs(1)).then_some(n)
+        }
+    })
+    .await;
+    eprintln!("h2 {h2}: producer stopped after {held} of {COUNT} messages (bound {bound})");
     // Reading on gets every message.
-    while let Some(frame) = body.frame().await {
-        read(frame.unwrap());
-    }
+    let mut lines = first;
+    within("the rest of the stream", Duration::from_secs(120), async {
+        while let Some(frame) = body.frame().await {
+            lines += lines_of(frame.unwrap());
+        }
+    })
+    .await;
     assert_eq!(lines, COUNT);
     assert_eq!(s.stats.watch_sent.load(Ordering::SeqCst), COUNT);
+    (held, bound)
+}
+
+#[tokio::test]
+async fn a_slow_reader_holds_the_upstream_back() {
+    let (held, bound) = slow_reader(true).await;
+    assert!(
+        held <= bound,
+        "{held} messages produced for a reader that stopped; windows and buffers hold {bound}"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_http1_reader_does_not_hold_the_upstream_back_yet() {
+    // FIXME: over HTTP/1.1 the gateway holds the whole stream in memory for a reader that
+    // stopped. server.rs turns on hyper's pipeline_flush, with which hyper's HTTP/1 writer
+    // always reports room to buffer (Buffered::can_buffer) and so polls the response body as
+    // fast as the upstream answers. With pipeline_flush(false) the producer stops within the
+    // bound. This asserts today's behaviour; once fixed, assert `held <= bound` as the HTTP/2
+    // test does (and fold the two tests into one).
+    let (held, bound) = slow_reader(false).await;
+    assert!(
+        held > bound,
+        "{held} <= {bound}: HTTP/1.1 holds the upstream back now; make this test assert it"
+    );
 }
 
 #[tokio::test]
@@ -352,23 +480,22 @@ async fn a_client_that_goes_away_cancels_the_upstream_call() {
         ))
         .body(full(""))
         .unwrap();
-        let response = c.request(req).await.unwrap();
+        let response = within("the answer's head", PATIENCE, c.request(req))
+            .await
+            .unwrap();
         let mut body = response.into_body();
-        body.frame().await.unwrap().unwrap();
+        within("the first frame", PATIENCE, body.frame())
+            .await
+            .unwrap()
+            .unwrap();
         drop(body);
         drop(c);
-        let mut cancelled = false;
-        for _ in 0..100 {
-            if s.stats.watch_cancelled.load(Ordering::SeqCst) > before {
-                cancelled = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(
-            cancelled,
-            "upstream still streaming after the client left (h2: {h2})"
-        );
+        eventually(
+            &format!("the upstream call to be cancelled after the client left (h2: {h2})"),
+            PATIENCE,
+            || (s.stats.watch_cancelled.load(Ordering::SeqCst) > before).then_some(()),
+        )
+        .await;
     }
 }
 
@@ -495,11 +622,92 @@ async fn a_broken_client_stream_is_never_taken_for_a_complete_one() {
     .await;
     assert_eq!(w.status, 400);
     assert!(message(&w).contains("book 1 cannot be imported"));
-    // None of these completed an import. No wait needed: the upstream counts a completed
-    // import before it answers, and the gateway answers after it. The call the upstream
-    // failed itself did reach it.
-    assert!(s.stats.imports_ended.load(Ordering::SeqCst) >= 1);
-    assert_eq!(s.stats.imports_completed.load(Ordering::SeqCst), 0);
+    // The upstream failed that last call itself: it did reach it.
+    assert!(s.stats.imports_started.load(Ordering::SeqCst) >= 1);
+    assert_no_import_completed(&s.stats).await;
+
+    // Whether a call above reached the upstream before its body failed depends on which the
+    // gateway polled first. Here the upstream has taken the first message before the stream
+    // breaks, so a broken stream ended cleanly would be counted as a completed import.
+    let c = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<StreamBody<RecvStream<std::io::Error>>>();
+    let first = Bytes::from_static(b"{\"title\":\"a\"}\n");
+    /// What follows the first message.
+    enum Then {
+        Send(Bytes),
+        End,
+        Reset,
+    }
+    let breaks = [
+        // A malformed message.
+        (
+            "malformed",
+            "application/x-ndjson",
+            Then::Send(Bytes::from_static(b"{\"title\":7}\n")),
+            Some(400),
+        ),
+        // The body ends inside the array (an element ends at its ',').
+        ("unclosed", "application/json", Then::End, Some(400)),
+        // The stream goes over its limit.
+        (
+            "too long",
+            "application/x-ndjson",
+            Then::Send(Bytes::from("{\"title\":\"a\"}\n".repeat(1000))),
+            Some(413),
+        ),
+        // The client's request stream breaks off (it is reset): no answer to read.
+        ("reset", "application/x-ndjson", Then::Reset, None),
+    ];
+    for (case, ct, then, status) in breaks {
+        let first = if ct == "application/json" {
+            Bytes::from_static(b"[{\"title\":\"a\"},")
+        } else {
+            first.clone()
+        };
+        let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(4);
+        let req = Request::post(format!("http://{}/v1/books:import", s.gw.addr))
+            .header("content-type", ct)
+            .body(StreamBody::new(
+                Box::pin(ReceiverStream::new(rx)) as RecvStream<_>
+            ))
+            .unwrap();
+        let received = s.stats.import_messages.load(Ordering::SeqCst);
+        tx.send(Ok(Frame::data(first))).await.unwrap();
+        let answer = tokio::spawn(c.request(req));
+        eventually(
+            &format!("{case}: the upstream to take the first message"),
+            PATIENCE,
+            || (s.stats.import_messages.load(Ordering::SeqCst) > received).then_some(()),
+        )
+        .await;
+        match then {
+            Then::Send(data) => tx.send(Ok(Frame::data(data))).await.unwrap(),
+            Then::Reset => tx
+                .send(Err(std::io::Error::other("client gone")))
+                .await
+                .unwrap(),
+            Then::End => drop(tx),
+        }
+        let answer = within(&format!("{case}: the answer"), PATIENCE, answer)
+            .await
+            .unwrap();
+        if let Some(status) = status {
+            assert_eq!(answer.unwrap().status(), status, "{case}");
+        }
+        assert_no_import_completed(&s.stats).await;
+    }
+}
+
+/// Waits until every ImportBooks call the upstream began has ended, then checks that none of
+/// them saw a complete request stream.
+async fn assert_no_import_completed(stats: &library::Stats) {
+    eventually("every import the upstream began to end", PATIENCE, || {
+        (stats.imports_ended.load(Ordering::SeqCst) == stats.imports_started.load(Ordering::SeqCst))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(stats.imports_completed.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
@@ -525,24 +733,30 @@ async fn bidirectional_streams_flow_both_ways_over_http2() {
         .body(body)
         .unwrap();
     let send = |t: &str| {
-        tx.send(Ok(Frame::data(Bytes::from(format!(
-            "{{\"title\":\"{t}\"}}\n"
-        )))))
+        within(
+            "the request stream to take a message",
+            PATIENCE,
+            tx.send(Ok(Frame::data(Bytes::from(format!(
+                "{{\"title\":\"{t}\"}}\n"
+            ))))),
+        )
     };
     send("hello").await.unwrap();
-    let response = tokio::time::timeout(Duration::from_secs(10), c.request(req))
+    let response = within("the answer's head", PATIENCE, c.request(req))
         .await
-        .unwrap()
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "application/x-ndjson");
     let mut body = response.into_body();
     let mut next_line = async || -> Value {
-        let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
-            .await
-            .expect("an answer while the request is still open")
-            .unwrap()
-            .unwrap();
+        let frame = within(
+            "an answer while the request is still open",
+            PATIENCE,
+            body.frame(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
         serde_json::from_slice(frame.data_ref().unwrap()).unwrap()
     };
     assert_eq!(next_line().await, json!({"title": "HELLO"}));
@@ -622,25 +836,24 @@ async fn a_client_that_leaves_a_bidirectional_stream_resets_the_upstream_call() 
     tx.send(Ok(Frame::data(Bytes::from_static(b"{\"title\":\"hi\"}\n"))))
         .await
         .unwrap();
-    let response = c.request(req).await.unwrap();
+    let response = within("the answer's head", PATIENCE, c.request(req))
+        .await
+        .unwrap();
     let mut body = response.into_body();
-    body.frame().await.unwrap().unwrap();
+    within("the first answer", PATIENCE, body.frame())
+        .await
+        .unwrap()
+        .unwrap();
     // The client's request side breaks off mid-conversation (its stream is reset).
     tx.send(Err(std::io::Error::other("client gone")))
         .await
         .unwrap();
-    let mut ended = false;
-    for _ in 0..100 {
-        if s.stats.chats_ended.load(Ordering::SeqCst) > 0 {
-            ended = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        ended,
-        "the upstream still waits for the rest of the request stream"
-    );
+    eventually(
+        "the upstream to stop waiting for the rest of the request stream",
+        PATIENCE,
+        || (s.stats.chats_ended.load(Ordering::SeqCst) > 0).then_some(()),
+    )
+    .await;
     // Reset, not ended cleanly: the upstream must not take half a stream for all of it.
     assert_eq!(s.stats.chats_completed.load(Ordering::SeqCst), 0);
 }
@@ -651,46 +864,47 @@ type RecvStream<E> =
 #[tokio::test]
 async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
     let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
-    let metrics = |c: Client<HttpConnector, Body>| {
-        let url = format!("http://{}/metrics", s.gw.addr);
-        async move {
-            let m = request(&c, "GET", url, &[], full("")).await;
-            String::from_utf8_lossy(&m.body).into_owned()
-        }
-    };
+    let metrics = || s.edge.metrics().render();
     const IN_FLIGHT: &str = "protogate_requests_in_flight";
     const DONE: &str = r#"protogate_requests_total{method="library.v1.Library/WatchBooks",request_format="json",response_format="json",code="200"}"#;
     for h2 in [false, true] {
-        let done_before = metric(&metrics(client(false)).await, DONE);
+        let done_before = metric(&metrics(), DONE);
         let c = client(h2);
+        // Held: the upstream sends its second (last) book only when the test lets it.
         let req = Request::get(format!(
-            "http://{}/v1/shelves/1/books:watch?count=2&interval=1s",
+            "http://{}/v1/shelves/1/books:watch?count=2",
             s.gw.addr
         ))
         .header("accept", "application/x-ndjson")
+        .header("grpc-metadata-x-test-stream", "hold")
         .body(full(""))
         .unwrap();
-        let response = c.request(req).await.unwrap();
+        let response = within("the answer's head", PATIENCE, c.request(req))
+            .await
+            .unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         let mut body = response.into_body();
-        // The first message is out (headers went with it); the second comes 1 s later.
-        body.frame().await.unwrap().unwrap();
-        let during = metrics(client(false)).await;
+        // The first message is out (headers went with it); the second waits.
+        within("the first message", PATIENCE, body.frame())
+            .await
+            .unwrap()
+            .unwrap();
+        let during = metrics();
         assert_eq!(metric(&during, IN_FLIGHT), 1.0, "h2 {h2}: {during}");
         assert_eq!(metric(&during, DONE), done_before, "h2 {h2}: {during}");
-        while let Some(frame) = body.frame().await {
-            frame.unwrap();
-        }
-        // The gateway drops the body right after its last frame: poll briefly for that.
-        let mut after = String::new();
-        for _ in 0..40 {
-            after = metrics(client(false)).await;
-            if metric(&after, IN_FLIGHT) == 0.0 {
-                break;
+        s.stats.release.notify_one();
+        within("the rest of the stream", PATIENCE, async {
+            while let Some(frame) = body.frame().await {
+                frame.unwrap();
             }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        assert_eq!(metric(&after, IN_FLIGHT), 0.0, "h2 {h2}: {after}");
+        })
+        .await;
+        // The gateway records the stream when it drops the body, right after its last frame.
+        let after = eventually("the stream to be recorded", PATIENCE, || {
+            let text = metrics();
+            (metric(&text, IN_FLIGHT) == 0.0).then_some(text)
+        })
+        .await;
         assert_eq!(metric(&after, DONE), done_before + 1.0, "h2 {h2}: {after}");
 
         // A client that leaves mid-stream: counted as 499 when the gateway notices.
@@ -704,20 +918,27 @@ async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
         .header("accept", "application/x-ndjson")
         .body(full(""))
         .unwrap();
-        let mut body = c.request(req).await.unwrap().into_body();
-        body.frame().await.unwrap().unwrap();
+        let mut body = within("the answer's head", PATIENCE, c.request(req))
+            .await
+            .unwrap()
+            .into_body();
+        within("the first message", PATIENCE, body.frame())
+            .await
+            .unwrap()
+            .unwrap();
         drop(body);
         drop(c);
-        let mut after = String::new();
-        for _ in 0..80 {
-            after = metrics(client(false)).await;
-            if metric(&after, LEFT) > left_before {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        let after = eventually(
+            "the stream the client left to be recorded",
+            PATIENCE,
+            || {
+                let text = metrics();
+                (metric(&text, LEFT) > left_before && metric(&text, IN_FLIGHT) == 0.0)
+                    .then_some(text)
+            },
+        )
+        .await;
         assert_eq!(metric(&after, LEFT), left_before + 1.0, "h2 {h2}: {after}");
-        assert_eq!(metric(&after, IN_FLIGHT), 0.0, "h2 {h2}: {after}");
         assert_eq!(metric(&after, DONE), done_before + 1.0, "h2 {h2}: {after}");
     }
 }
