@@ -14,7 +14,7 @@ use h2::RecvStream;
 use h2::server::SendResponse;
 use http::{HeaderMap, HeaderValue, Request, Response};
 use protogate_tests::pb::Thing;
-use protogate_tests::{Http, encode, start_gateway};
+use protogate_tests::{Http, encode, eventually, log_lines, start_gateway};
 
 const ECHO: &str = "/protogate.test.svc.TestService/Echo";
 
@@ -256,7 +256,8 @@ async fn a_call_above_a_goaways_last_stream_is_sent_again() {
                 }
                 let goaway = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
                 let _ = tcp.write_all(&goaway).await;
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                // Open until the gateway closes it.
+                let _ = tokio::io::copy(&mut tcp, &mut tokio::io::sink()).await;
             });
         }
     });
@@ -459,9 +460,9 @@ async fn an_upstream_that_stops_answering_pings_is_given_up() {
                 };
                 while let Some(Ok((request, respond))) = conn.accept().await {
                     if silent {
-                        // Hold the call and the connection without polling either.
-                        tokio::time::sleep(Duration::from_secs(60)).await;
-                        drop((request, respond, conn));
+                        // Hold the call and the connection without polling either, for good.
+                        let _held = (request, respond, conn);
+                        std::future::pending::<()>().await;
                         return;
                     }
                     tokio::spawn(async move {
@@ -506,7 +507,16 @@ async fn an_upstream_that_stops_answering_pings_is_given_up() {
 
 #[tokio::test]
 async fn a_restarted_upstream_is_dialed_again_without_a_failed_call() {
-    let backend = protogate_tests::start_backend().await;
+    // The port stays open through the restart (a second handle on the listening socket), so
+    // nothing else can take it in between.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .into_std()
+        .unwrap();
+    let kept = listener.try_clone().unwrap();
+    let backend =
+        protogate_tests::start_backend_on(tokio::net::TcpListener::from_std(listener).unwrap());
     let addr = backend.addr;
     let (gw, _) = start_gateway(&format!("http://{addr}"), config()).await;
     let http = Http::h1();
@@ -514,11 +524,26 @@ async fn a_restarted_upstream_is_dialed_again_without_a_failed_call() {
         .post(gw.addr, ECHO, "application/json", &[], r#"{"id":"1"}"#)
         .await;
     assert_eq!(a.status, 200);
+    let ended = || {
+        log_lines(&format!("upstream={addr}"))
+            .iter()
+            .filter(|l| {
+                l.contains("upstream connection closed") || l.contains("upstream connection lost")
+            })
+            .count()
+    };
+    let ended_before = ended();
     backend.stop().await;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .expect("port still free");
-    let _backend = protogate_tests::start_backend_on(listener);
+    // Wait for the gateway to see the old connection end: a call racing that moment would
+    // test a connection the upstream is closing (the GOAWAY test's matter), not the redial.
+    eventually(
+        "the gateway to see its connection to the stopped upstream end",
+        Duration::from_secs(30),
+        || (ended() > ended_before).then_some(()),
+    )
+    .await;
+    let _backend =
+        protogate_tests::start_backend_on(tokio::net::TcpListener::from_std(kept).unwrap());
     for id in 2..5 {
         let body = format!(r#"{{"id":"{id}"}}"#);
         let a = http
