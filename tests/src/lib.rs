@@ -16,7 +16,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use prost::Message as _;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::oneshot;
 use tonic::body::Body as TonicBody;
 
@@ -576,10 +576,35 @@ pub fn log_lines(needle: &str) -> Vec<String> {
         .collect()
 }
 
-/// A port on 127.0.0.1 with nothing listening (bound, then released).
-pub async fn free_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    l.local_addr().expect("addr")
+/// A port on 127.0.0.1 held for the whole test with nothing listening on it: a socket bound
+/// to it but not listening, so a connection to it is refused, and no other socket (another
+/// test's server, an outgoing connection's local port) can take it until this is dropped or
+/// starts listening. Binding a port, closing it and using its number later races with both.
+pub struct ReservedPort {
+    socket: TcpSocket,
+    pub addr: SocketAddr,
+}
+
+impl ReservedPort {
+    pub fn new() -> ReservedPort {
+        let socket = TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .expect("bind");
+        let addr = socket.local_addr().expect("addr");
+        ReservedPort { socket, addr }
+    }
+
+    /// Starts listening on the port (to bring a server up on it).
+    pub fn listen(self) -> TcpListener {
+        self.socket.listen(1024).expect("listen")
+    }
+}
+
+impl Default for ReservedPort {
+    fn default() -> ReservedPort {
+        ReservedPort::new()
+    }
 }
 
 /// The value of a metric sample line `name{labels} value` in the /metrics text, 0 if absent.

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use protogate_tests::pb::{Kind, Part, Thing};
 use protogate_tests::{
-    Http, convert, decode_thing, encode, log_lines, metric, start_backend, start_gateway,
+    Http, convert, decode_thing, encode, eventually, log_lines, metric, start_backend,
+    start_gateway, within,
 };
 use transcode::Format;
 
@@ -586,52 +587,63 @@ async fn metadata_travels_both_ways() {
     assert_eq!(a.header("grpc-metadata-x-served-by"), Some("backend-v2"));
 }
 
+/// A `grpc-timeout` value: at most 8 digits and a unit (gRPC over HTTP/2, "Timeout").
+fn grpc_timeout(value: &str) -> Duration {
+    let (digits, unit) = value.split_at(value.len().saturating_sub(1));
+    assert!(
+        (1..=8).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit()),
+        "grpc-timeout {value:?}"
+    );
+    let n: u64 = digits.parse().unwrap();
+    match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => panic!("grpc-timeout {value:?}: unknown unit"),
+    }
+}
+
 #[tokio::test]
 async fn deadlines_are_sent_upstream_and_enforced() {
     let backend = start_backend().await;
+    let cap = Duration::from_secs(30);
     let cfg = edge::EdgeConfig {
-        upstream_timeout: Duration::from_secs(5),
+        upstream_timeout: cap,
         ..config()
     };
     let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
     let http = Http::h1();
-    // The client's deadline goes upstream as grpc-timeout.
-    let a = http
-        .post(
-            gw.addr,
-            SLOW,
-            "application/json",
-            &[("grpc-timeout", "3S")],
-            r#"{"delay": "0s"}"#,
-        )
-        .await;
-    assert_eq!(a.status, 200);
-    let sent = a.json()["name"].as_str().unwrap().to_owned();
-    let sent_ms: u64 = sent
-        .trim_end_matches('m')
-        .trim_end_matches('u')
-        .parse()
-        .unwrap_or(0);
+    // The backend's Slow answers with the grpc-timeout it received. What the gateway sends is
+    // what is left of the deadline when it calls: a little under what it was given.
+    let sent = async |timeout: &str| {
+        let a = http
+            .post(
+                gw.addr,
+                SLOW,
+                "application/json",
+                &[("grpc-timeout", timeout)],
+                r#"{"delay": "0s"}"#,
+            )
+            .await;
+        assert_eq!(a.status, 200, "{timeout}: {:?}", a.json());
+        grpc_timeout(a.json()["name"].as_str().unwrap())
+    };
+    // The client's deadline goes upstream.
+    let three = sent("3S").await;
     assert!(
-        !sent.is_empty() && sent_ms > 0,
-        "grpc-timeout upstream: {sent:?}"
+        three <= Duration::from_secs(3) && three > Duration::from_secs(1),
+        "3S sent upstream as {three:?}"
     );
     // Capped by the gateway's upstream timeout.
-    let a = http
-        .post(
-            gw.addr,
-            SLOW,
-            "application/json",
-            &[("grpc-timeout", "1H")],
-            r#"{"delay": "0s"}"#,
-        )
-        .await;
-    let sent = a.json()["name"].as_str().unwrap().to_owned();
+    let hour = sent("1H").await;
     assert!(
-        sent.ends_with('m') || sent.ends_with('u') || sent.ends_with('S'),
-        "{sent}"
+        hour <= cap && hour > cap - Duration::from_secs(2),
+        "1H sent upstream as {hour:?} (cap {cap:?})"
     );
-    // Expiry answers 504 quickly.
+    // Expiry answers 504 long before the backend would answer, or the cap would expire.
     let started = std::time::Instant::now();
     let a = http
         .post(
@@ -639,13 +651,13 @@ async fn deadlines_are_sent_upstream_and_enforced() {
             SLOW,
             "application/json",
             &[("x-timeout", "0.2")],
-            r#"{"delay": "3s"}"#,
+            r#"{"delay": "20s"}"#,
         )
         .await;
     assert_eq!(a.status, 504);
     assert_eq!(a.json()["code"], 4);
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < Duration::from_secs(10),
         "{:?}",
         started.elapsed()
     );
@@ -653,8 +665,9 @@ async fn deadlines_are_sent_upstream_and_enforced() {
 
 #[tokio::test]
 async fn upstream_down_then_back() {
-    let port = protogate_tests::free_port().await;
-    let (gw, _) = start_gateway(&format!("http://{port}"), config()).await;
+    // The upstream's port is held, with nothing listening, until the backend starts on it.
+    let port = protogate_tests::ReservedPort::new();
+    let (gw, _) = start_gateway(&format!("http://{}", port.addr), config()).await;
     let http = Http::h1();
     let a = http
         .post(gw.addr, ECHO, "application/json", &[], r#"{"id":"1"}"#)
@@ -663,26 +676,13 @@ async fn upstream_down_then_back() {
     assert_eq!(a.json()["code"], 14);
     assert_eq!(http.get(gw.addr, "/readyz").await.status, 503);
     assert_eq!(http.get(gw.addr, "/healthz").await.status, 200);
-    let listener = tokio::net::TcpListener::bind(port)
-        .await
-        .expect("port still free");
-    let _backend = protogate_tests::start_backend_on(listener);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let a = http
-            .post(gw.addr, ECHO, "application/json", &[], r#"{"id":"1"}"#)
-            .await;
-        if a.status == 200 {
-            assert_eq!(a.json(), serde_json::json!({"id": "1"}));
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the gateway did not reconnect: {}",
-            a.status
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let _backend = protogate_tests::start_backend_on(port.listen());
+    // The next call dials again (a failed dial is not remembered) and reaches it.
+    let a = http
+        .post(gw.addr, ECHO, "application/json", &[], r#"{"id":"1"}"#)
+        .await;
+    assert_eq!(a.status, 200, "{:?}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.json(), serde_json::json!({"id": "1"}));
     assert_eq!(http.get(gw.addr, "/readyz").await.status, 200);
 }
 
@@ -767,7 +767,7 @@ async fn pipelined_http1_requests_are_answered_in_order() {
 
 #[tokio::test]
 async fn oversized_body_is_refused_before_it_is_read() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let backend = start_backend().await;
     let cfg = edge::EdgeConfig {
         max_body_bytes: 1000,
@@ -780,16 +780,8 @@ async fn oversized_body_is_refused_before_it_is_read() {
         .write_all(format!("POST {ECHO} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 10000000\r\n\r\n").as_bytes())
         .await
         .unwrap();
-    let mut buf = vec![0u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
-        .await
-        .expect("413 in time")
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 413"),
-        "{}",
-        String::from_utf8_lossy(&buf[..n])
-    );
+    let text = read_head(&mut stream).await;
+    assert!(text.starts_with("HTTP/1.1 413"), "{text:?}");
     // Chunked with no length: 413 as soon as the limit is crossed.
     let mut stream = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
     stream
@@ -799,31 +791,35 @@ async fn oversized_body_is_refused_before_it_is_read() {
     let chunk = format!("{:x}\r\n{}\r\n", 600, " ".repeat(600));
     stream.write_all(chunk.as_bytes()).await.unwrap();
     stream.write_all(chunk.as_bytes()).await.unwrap();
-    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
-        .await
-        .expect("413 in time")
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 413"),
-        "{}",
-        String::from_utf8_lossy(&buf[..n])
-    );
+    let text = read_head(&mut stream).await;
+    assert!(text.starts_with("HTTP/1.1 413"), "{text:?}");
 }
 
 #[tokio::test]
 async fn graceful_shutdown_finishes_in_flight_requests() {
     let backend = start_backend().await;
-    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), config()).await;
+    let (gw, edge) = start_gateway(&format!("http://{}", backend.addr), config()).await;
     let addr = gw.addr;
     let http = Http::h1();
     let slow = tokio::spawn(async move {
-        http.post(addr, SLOW, "application/json", &[], r#"{"delay": "0.5s"}"#)
-            .await
+        let a = http
+            .post(addr, SLOW, "application/json", &[], r#"{"delay": "2s"}"#)
+            .await;
+        (a, std::time::Instant::now())
     });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    eventually(
+        "the slow request to be in flight",
+        Duration::from_secs(30),
+        || (edge.metrics().in_flight.get() == 1).then_some(()),
+    )
+    .await;
+    let stopping = std::time::Instant::now();
     gw.stop().await;
-    let a = slow.await.unwrap();
+    let (a, answered) = within("the in-flight answer", Duration::from_secs(30), slow)
+        .await
+        .unwrap();
     assert_eq!(a.status, 200, "the in-flight request finished");
+    assert!(answered > stopping, "answered before the shutdown began");
     assert!(
         tokio::net::TcpStream::connect(addr).await.is_err(),
         "no longer accepting"
@@ -870,10 +866,10 @@ async fn health_metrics_and_kinds() {
 #[tokio::test]
 async fn per_service_upstreams_route_by_service() {
     let backend = start_backend().await;
-    let nowhere = protogate_tests::free_port().await;
+    let nowhere = protogate_tests::ReservedPort::new();
     // The default upstream is down; the service's own upstream is up.
     let upstreams = edge::Upstreams::new(
-        Some(&format!("http://{nowhere}")),
+        Some(&format!("http://{}", nowhere.addr)),
         &[(
             "protogate.test.svc.TestService".to_owned(),
             format!("http://{}", backend.addr),
@@ -893,59 +889,78 @@ async fn per_service_upstreams_route_by_service() {
 
 #[tokio::test]
 async fn oversized_headers_are_refused() {
+    use tokio::io::AsyncWriteExt;
     let backend = start_backend().await;
+    let limit = 16 * 1024;
     let cfg = edge::EdgeConfig {
-        max_header_bytes: 16 * 1024,
+        max_header_bytes: limit,
         ..config()
     };
     let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
-    let big = "x".repeat(64 * 1024);
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A head that has not ended after `limit` bytes is refused. Exactly that many bytes are
+    // sent, so the gateway has read all of them when it answers and closes: bytes it left
+    // unread would make its close a reset, which may destroy the answer before it is read.
+    let mut head =
+        format!("POST {ECHO} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-big: ");
+    head.push_str(&"x".repeat(limit - head.len()));
     let mut stream = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
-    let req = format!(
-        "POST {ECHO} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-big: {big}\r\ncontent-length: 2\r\n\r\n{{}}"
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let text = read_head(&mut stream).await;
+    // FIXME: this should be a 431 answer. hyper writes one, but with the gateway's
+    // `pipeline_flush(true)` (edge/src/server.rs) hyper does not flush while unread bytes sit
+    // in its read buffer (the refused head does), and the connection closes with the answer
+    // unsent. Asserted as it is (limits.rs does too, at another limit); once fixed, assert
+    // `text.starts_with("HTTP/1.1 431")`.
+    assert_eq!(
+        text, "",
+        "if this is a 431, the FIXME above is fixed: assert it"
     );
-    let _ = stream.write_all(req.as_bytes()).await;
-    let mut buf = vec![0u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
-        .await
-        .expect("answer in time")
-        .unwrap_or(0);
-    let text = String::from_utf8_lossy(&buf[..n]);
-    assert!(n == 0 || text.starts_with("HTTP/1.1 431"), "{text}");
-    // The gateway still serves others.
+    // A head within the limit is served, and so is everyone else.
+    let big = "x".repeat(limit - 1024);
     let a = Http::h1()
-        .post(gw.addr, ECHO, "application/json", &[], "{}")
+        .post(gw.addr, ECHO, "application/json", &[("x-big", &big)], "{}")
         .await;
     assert_eq!(a.status, 200);
+}
+
+/// Reads from `stream` until a whole response head has arrived or the peer closed; at most
+/// 30 s.
+async fn read_head(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    within("a response head", Duration::from_secs(30), async {
+        let mut buf = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) => panic!("{e}: {:?}", String::from_utf8_lossy(&got)),
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&got).into_owned()
 }
 
 #[tokio::test]
 async fn a_client_gone_mid_body_is_recorded_as_499() {
     use tokio::io::AsyncWriteExt;
     let backend = start_backend().await;
-    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), config()).await;
+    let (gw, edge) = start_gateway(&format!("http://{}", backend.addr), config()).await;
     let mut stream = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
     stream
         .write_all(format!("POST {ECHO} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{{\"id\"").as_bytes())
         .await
         .unwrap();
     drop(stream);
-    let http = Http::h1();
     let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="499"}"#;
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = String::from_utf8_lossy(&http.get(gw.addr, "/metrics").await.body).into_owned();
-        if metric(&text, key) == 1.0 {
-            assert!(!text.contains(r#"code="400""#), "{text}");
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no 499 recorded:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let text = eventually("a 499 to be recorded", Duration::from_secs(30), || {
+        let text = edge.metrics().render();
+        (metric(&text, key) > 0.0).then_some(text)
+    })
+    .await;
+    assert_eq!(metric(&text, key), 1.0, "{text}");
+    assert!(!text.contains(r#"code="400""#), "{text}");
 }
 
 #[tokio::test]
