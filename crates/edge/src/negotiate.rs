@@ -74,10 +74,22 @@ pub fn request_format(content_type: Option<&HeaderValue>) -> Result<Format, Edge
 
 /// Whether `m` is one of `types` (`type/subtype`, any case).
 fn is_one_of(m: &MediaType<'_>, types: &[&str]) -> bool {
-    types.iter().any(|t| {
-        let (ty, sub) = t.split_once('/').unwrap_or((t, ""));
-        m.ty.eq_ignore_ascii_case(ty) && m.sub.eq_ignore_ascii_case(sub)
-    })
+    types.iter().any(|t| is(t, m.ty, m.sub))
+}
+
+/// Whether `full` (one of ours, `type/subtype`) is `ty/sub`, any case; the lengths first.
+fn is(full: &str, ty: &str, sub: &str) -> bool {
+    full.len() == ty.len() + 1 + sub.len()
+        && type_is(full, ty)
+        && full[ty.len() + 1..].eq_ignore_ascii_case(sub)
+}
+
+/// Whether the type of `full` (one of ours, `type/subtype`) is `ty`, any case; compared in
+/// place (splitting ours at the slash cost a third of negotiation's instructions).
+fn type_is(full: &str, ty: &str) -> bool {
+    full.len() > ty.len()
+        && full.as_bytes()[ty.len()] == b'/'
+        && full[..ty.len()].eq_ignore_ascii_case(ty)
 }
 
 /// The response format from Accept, `request` being the format a missing Accept (or a tie)
@@ -185,11 +197,9 @@ fn choose<T: Copy + PartialEq>(
         };
         for (best, (_, types)) in best.iter_mut().zip(offers) {
             for ty in *types {
-                let (t, s) = ty.split_once('/').unwrap_or((ty, ""));
-                let ty_matches = range.ty.eq_ignore_ascii_case(t);
-                let spec = if ty_matches && range.sub.eq_ignore_ascii_case(s) {
+                let spec = if is(ty, range.ty, range.sub) {
                     2
-                } else if ty_matches && range.sub == "*" {
+                } else if range.sub == "*" && type_is(ty, range.ty) {
                     1
                 } else if range.ty == "*" && range.sub == "*" {
                     0
