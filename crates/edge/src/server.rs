@@ -32,8 +32,11 @@ pub async fn serve_all(
         .timer(TokioTimer::new())
         .header_read_timeout(config.header_read_timeout)
         .max_buf_size(config.max_header_bytes.max(8192))
-        .keep_alive(true)
-        .pipeline_flush(true);
+        // No pipeline_flush: with it hyper's writer reports room to buffer whatever is queued,
+        // so a streamed answer is pulled from the upstream as fast as it comes for a client
+        // that stopped reading (no back-pressure over HTTP/1.1), and an error answered while
+        // request bytes sit unread (431) is never flushed.
+        .keep_alive(true);
     builder
         .http2()
         .timer(TokioTimer::new())
