@@ -69,6 +69,19 @@ impl Edge {
         let status = schema
             .message("google.rpc.Status")
             .ok_or("the schema lacks google.rpc.Status and the bundled copy could not be added")?;
+        // An upstream for a service the schema lacks routes nothing: a misspelt name.
+        if let Some(missing) = upstreams
+            .services()
+            .find(|name| schema.methods().all(|m| &*m.service != *name))
+        {
+            let mut known: Vec<&str> = schema.methods().map(|m| &*m.service).collect();
+            known.sort_unstable();
+            known.dedup();
+            return Err(format!(
+                "services.\"{missing}\": the schema has no such service (it has {})",
+                known.join(", ")
+            ));
+        }
         let routes = Routes::new(&schema, &config.http_rules).map_err(|e| e.to_string())?;
         let openapi = transcode::openapi::document(&schema, &routes, "protogate");
         let openapi = Bytes::from(openapi.to_string());

@@ -586,6 +586,22 @@ fn configuration_errors_exit_64_naming_the_file() {
         "{err}"
     );
 
+    // An upstream for a service the schema lacks (a misspelt name) is named.
+    let config = scratch.file(
+        "services.toml",
+        &format!(
+            "upstream = \"http://127.0.0.1:1\"\nprotos = [\"{PROTO_DIR}/demo/v1/shop.proto\"]\n\
+             [services.\"demo.shop.v1.Shoop\"]\nupstream = \"http://127.0.0.1:2\"\n"
+        ),
+    );
+    let out = serve(&["--config", &config]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(
+        err.contains("demo.shop.v1.Shoop") && err.contains("demo.shop.v1.Shop"),
+        "{err}"
+    );
+
     // Two HTTP rules that match the same requests: both named, before listening.
     scratch.file(
         "rules.proto",

@@ -205,6 +205,11 @@ impl Upstreams {
         })
     }
 
+    /// The services given an upstream of their own.
+    pub fn services(&self) -> impl Iterator<Item = &str> {
+        self.by_service.keys().map(String::as_str)
+    }
+
     fn route(&self, service: &str) -> Result<&Route, Status> {
         self.by_service
             .get(service)
