@@ -5,9 +5,10 @@
 //! [`STRICTER`], [`MORE_LENIENT`] and [`UNRESOLVED_ANY`].
 //!
 //! Needs Python with that protobuf version: `$PROTOGATE_ORACLE_PYTHON`, else
-//! `<workspace>/.venv/bin/python` (what `make test` sets up), else `python3`. Without it the
-//! tests fail; they never pass silently. `PROTOGATE_ORACLE_SHOW=N` prints N mismatches
-//! instead of 30.
+//! `<workspace>/.venv/bin/python` (what `make test` sets up), else `python3`. Without it each
+//! test prints one `SKIPPED:` line naming what is missing and passes, unless
+//! `PROTOGATE_REQUIRE_ORACLES=1` (set by `make test`, hence CI): then it fails with that line.
+//! `PROTOGATE_ORACLE_SHOW=N` prints N mismatches instead of 30.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write as _};
@@ -20,6 +21,8 @@ use base64::Engine as _;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use transcode::{Findings, Format, MessageDescriptor, Options, Schema};
+
+mod external;
 
 const SEED: u64 = 20261129;
 const COUNT: usize = 3000;
@@ -169,10 +172,28 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The oracle's cases, generated once per test binary.
-fn oracle() -> &'static Oracle {
-    static ORACLE: OnceLock<Oracle> = OnceLock::new();
+/// The oracle's cases, generated once per test binary, or what is missing to generate them.
+fn generated() -> &'static Result<Oracle, String> {
+    static ORACLE: OnceLock<Result<Oracle, String>> = OnceLock::new();
     ORACLE.get_or_init(run_oracle)
+}
+
+/// The oracle for `test`, or `None` after the skip line (a failure when oracles are required).
+fn oracle_for(test: &str) -> Option<&'static Oracle> {
+    match generated() {
+        Ok(o) => Some(o),
+        Err(missing) => {
+            external::oracle_missing(test, missing);
+            None
+        }
+    }
+}
+
+/// The oracle, once a test has it.
+fn oracle() -> &'static Oracle {
+    generated()
+        .as_ref()
+        .expect("the test checked for the oracle")
 }
 
 fn python() -> String {
@@ -188,34 +209,41 @@ fn python() -> String {
     "python3".to_owned()
 }
 
-const SETUP_HINT: &str = "run `make test`, which sets up .venv with \
-    tests/oracle/requirements.txt (by hand: python3 -m venv .venv && .venv/bin/pip install -r \
-    tests/oracle/requirements.txt); PROTOGATE_ORACLE_PYTHON selects another interpreter";
+/// Python starts in well under a second; a minute allows for a loaded machine.
+const PROBE_LIMIT: Duration = Duration::from_secs(60);
+/// oracle.py takes about 30 s for its 3,000 cases on a quiet machine.
+const ORACLE_LIMIT: Duration = Duration::from_secs(600);
 
-fn check_python(py: &str) {
-    let out = Command::new(py)
-        .args([
+/// Checks that `py` runs and has the pinned protobuf; `Err` says what is missing.
+fn check_python(py: &str) -> Result<(), String> {
+    let out = external::output(
+        Command::new(py).args([
             "-c",
             "import google.protobuf; print(google.protobuf.__version__)",
-        ])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("the oracle needs Python, but {py:?} cannot be run ({e}); {SETUP_HINT}")
-        });
-    assert!(
-        out.status.success(),
-        "the oracle needs protobuf=={PROTOBUF_VERSION}, but {py:?} cannot import \
-         google.protobuf:\n{}\n{SETUP_HINT}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
+        ]),
+        None,
+        PROBE_LIMIT,
+    )
+    .map_err(|e| {
+        format!("Python {py:?} cannot be run ({e}); PROTOGATE_ORACLE_PYTHON selects an interpreter")
+    })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "Python {py:?} cannot import google.protobuf ({})",
+            err.trim().lines().last().unwrap_or("no message")
+        ));
+    }
     let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert_eq!(
-        version, PROTOBUF_VERSION,
-        "the oracle is pinned to protobuf=={PROTOBUF_VERSION}, {py:?} has {version}; {SETUP_HINT}"
-    );
+    if version != PROTOBUF_VERSION {
+        return Err(format!(
+            "Python {py:?} has protobuf {version}; the oracle is pinned to protobuf=={PROTOBUF_VERSION}"
+        ));
+    }
+    Ok(())
 }
 
-fn run_oracle() -> Oracle {
+fn run_oracle() -> Result<Oracle, String> {
     let root = workspace();
     let dir = root.join("proto/test");
     let schema = Schema::compile(&["kitchen_sink.proto".to_owned()], move |name| {
@@ -224,22 +252,25 @@ fn run_oracle() -> Oracle {
     .expect("kitchen_sink.proto compiles");
 
     let py = python();
-    check_python(&py);
+    check_python(&py)?;
     let set = std::env::temp_dir().join(format!(
         "protogate-oracle-{}-kitchen-sink.pb",
         std::process::id()
     ));
     std::fs::write(&set, schema.to_descriptor_set()).expect("write the descriptor set");
     let started = Instant::now();
-    let out = Command::new(&py)
-        .arg(root.join("tests/oracle/oracle.py"))
-        .arg("--descriptor-set")
-        .arg(&set)
-        .args(["--seed", &SEED.to_string(), "--count", &COUNT.to_string()])
-        .output();
+    let out = external::output(
+        Command::new(&py)
+            .arg(root.join("tests/oracle/oracle.py"))
+            .arg("--descriptor-set")
+            .arg(&set)
+            .args(["--seed", &SEED.to_string(), "--count", &COUNT.to_string()]),
+        None,
+        ORACLE_LIMIT,
+    );
     let elapsed = started.elapsed();
     let _ = std::fs::remove_file(&set);
-    let out = out.unwrap_or_else(|e| panic!("cannot run {py:?}: {e}; {SETUP_HINT}"));
+    let out = out.unwrap_or_else(|e| panic!("cannot run {py:?}: {e}"));
     assert!(
         out.status.success(),
         "oracle.py failed ({}):\n{}",
@@ -252,11 +283,11 @@ fn run_oracle() -> Oracle {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad oracle line ({e}): {l}")))
         .collect();
     assert!(cases.len() > COUNT, "oracle produced {} lines", cases.len());
-    Oracle {
+    Ok(Oracle {
         schema,
         cases,
         elapsed,
-    }
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -494,7 +525,9 @@ fn message(o: &Oracle, case: &Value) -> MessageDescriptor {
 
 #[test]
 fn json_matches_json_format() {
-    let o = oracle();
+    let Some(o) = oracle_for("json_matches_json_format") else {
+        return;
+    };
     let mut report = Report::default();
     // Protobuf bytes of the render cases, for checking what we accept in `rand-N-json*`.
     let mut rendered: HashMap<&str, Vec<u8>> = HashMap::new();
@@ -869,7 +902,9 @@ fn same_shape(mp: &Mp, json: &Value) -> bool {
 
 #[test]
 fn msgpack_matches_json_format_shape() {
-    let o = oracle();
+    let Some(o) = oracle_for("msgpack_matches_json_format_shape") else {
+        return;
+    };
     let mut report = Report::default();
     for case in &o.cases {
         if case["kind"] != "render" || case.get("render_error").is_some() {
@@ -909,4 +944,56 @@ fn msgpack_matches_json_format_shape() {
         }
     }
     report.finish("MessagePack against json_format's JSON", o.elapsed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Without the oracle.
+// ---------------------------------------------------------------------------------------------
+
+/// Without Python the oracle's tests skip with one line, unless oracles are required: this
+/// test binary, run again on one of them with an interpreter that is not there.
+#[test]
+fn a_missing_oracle_skips_loudly_or_fails_when_required() {
+    assert!(external::oracles_required(Some("1")));
+    assert!(!external::oracles_required(None));
+    assert!(!external::oracles_required(Some("")));
+    assert!(!external::oracles_required(Some("0")));
+
+    let run = |required: bool| {
+        let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
+        cmd.args(["json_matches_json_format", "--exact"])
+            .env("PROTOGATE_ORACLE_PYTHON", "/nonexistent/python3");
+        if required {
+            cmd.env("PROTOGATE_REQUIRE_ORACLES", "1");
+        } else {
+            cmd.env_remove("PROTOGATE_REQUIRE_ORACLES");
+        }
+        let out = external::output(&mut cmd, None, PROBE_LIMIT).expect("the test binary runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let message = "json_matches_json_format: Python \"/nonexistent/python3\" cannot be run";
+
+    let (passed, text) = run(false);
+    assert!(passed, "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+    assert_eq!(text.matches("SKIPPED:").count(), 1, "{text}");
+    assert!(
+        text.contains(&format!("SKIPPED: {message}")) && text.contains(external::SETUP),
+        "{text}"
+    );
+
+    let (passed, text) = run(true);
+    assert!(
+        !passed,
+        "a missing oracle passed with PROTOGATE_REQUIRE_ORACLES=1:\n{text}"
+    );
+    assert!(
+        text.contains(message) && text.contains(external::SETUP) && !text.contains("SKIPPED"),
+        "{text}"
+    );
 }
