@@ -2,10 +2,15 @@
 //! google.api.http rules by tests/grpcgw/build.sh), both in front of the same tonic backend:
 //! same status codes and JSON bodies, except where grpc-gateway departs from the
 //! google.api.http spec or from the canonical JSON mapping. Those departures are asserted
-//! here as they are (a change in either gateway shows up) and listed in the README.
+//! here as they are (a change in either gateway shows up) and listed in the README. Without
+//! the grpc-gateway build the test prints one `SKIPPED:` line and passes, unless
+//! `PROTOGATE_REQUIRE_ORACLES=1` (set by `make test`): then it fails.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::Request;
@@ -14,44 +19,54 @@ use protogate_tests::library;
 use protogate_tests::{Answer, Http};
 use serde_json::Value;
 
-/// grpc-gateway, run as a child process and killed (by its PID) when dropped.
+mod external;
+
+/// grpc-gateway, run as a child process and killed (by its handle) when dropped.
 struct GrpcGateway {
-    child: Child,
+    _child: external::Killed,
     addr: String,
 }
 
-impl Drop for GrpcGateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Where grpc-gateway is: `PROTOGATE_GRPCGW_BIN`, else what tests/grpcgw/build.sh builds.
+fn grpc_gateway_bin() -> String {
+    std::env::var("PROTOGATE_GRPCGW_BIN").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../target/grpcgw/bin/grpcgw").to_owned()
+    })
 }
 
-fn grpc_gateway(upstream: &str) -> GrpcGateway {
-    let bin = std::env::var("PROTOGATE_GRPCGW_BIN").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../target/grpcgw/bin/grpcgw").to_owned()
-    });
-    let mut child = Command::new(&bin)
+/// Starts grpc-gateway in front of `upstream` and reads the address it prints first.
+fn grpc_gateway(bin: &str, upstream: &str) -> GrpcGateway {
+    let child = Command::new(bin)
         .args(["-listen", "127.0.0.1:0", "-upstream", upstream])
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run grpc-gateway at {bin} ({e}): build it with tests/grpcgw/build.sh \
-                 (make test does), or point PROTOGATE_GRPCGW_BIN at it"
-            )
-        });
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("cannot run grpc-gateway at {bin}: {e}"));
+    let mut child = external::Killed(child);
+    // Read on a thread, so that a grpc-gateway that never prints fails the test instead of
+    // hanging it (the child is killed on the way out, which ends the read).
+    let stdout = child.0.stdout.take().expect("stdout is piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let read = BufReader::new(stdout).read_line(&mut line).map(|_| line);
+        let _ = tx.send(read);
+    });
+    // It prints at once; 30 s allows for a loaded machine.
+    let line = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("grpc-gateway prints its address within 30 s")
         .expect("grpc-gateway prints its address");
     let addr = line
         .trim()
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_owned();
-    GrpcGateway { child, addr }
+    GrpcGateway {
+        _child: child,
+        addr,
+    }
 }
 
 async fn send(
@@ -82,9 +97,22 @@ fn json(a: &Answer) -> Value {
 
 #[tokio::test]
 async fn protogate_answers_as_grpc_gateway_does() {
+    let bin = grpc_gateway_bin();
+    if !Path::new(&bin).is_file() {
+        external::oracle_missing(
+            "protogate_answers_as_grpc_gateway_does",
+            &format!(
+                "grpc-gateway is not built at {bin} (tests/grpcgw/build.sh builds it offline \
+                 from Go and Debian's grpc-gateway sources; PROTOGATE_GRPCGW_BIN selects \
+                 another build)"
+            ),
+            "grpcgw",
+        );
+        return;
+    }
     let stack = library::start_with_gateway(edge::EdgeConfig::default()).await;
     let (upstream, pg) = (stack.backend.addr.to_string(), &stack.gw);
-    let gw = grpc_gateway(&upstream);
+    let gw = grpc_gateway(&bin, &upstream);
     let pg_addr = pg.addr.to_string();
     let http = Http::h1();
     const J: Option<&str> = Some("application/json");
@@ -280,4 +308,50 @@ enum Expect {
         protogate: (u16, &'static str),
         grpc_gateway: (u16, &'static str),
     },
+}
+
+/// Without the grpc-gateway build the test skips with one line, unless oracles are required:
+/// this test binary, run again on it with a binary that is not there.
+#[test]
+fn a_missing_grpc_gateway_skips_loudly_or_fails_when_required() {
+    let test = "protogate_answers_as_grpc_gateway_does";
+    let run = |required: bool| {
+        let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
+        cmd.args([test, "--exact"])
+            .env("PROTOGATE_GRPCGW_BIN", "/nonexistent/grpcgw");
+        if required {
+            cmd.env("PROTOGATE_REQUIRE_ORACLES", "1");
+        } else {
+            cmd.env_remove("PROTOGATE_REQUIRE_ORACLES");
+        }
+        let out = external::output(&mut cmd, None, Duration::from_secs(60))
+            .expect("the test binary runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let message = format!("{test}: grpc-gateway is not built at /nonexistent/grpcgw");
+    let setup = "run `make test` (or `make grpcgw`) to set it up";
+
+    let (passed, text) = run(false);
+    assert!(passed, "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+    assert_eq!(text.matches("SKIPPED:").count(), 1, "{text}");
+    assert!(
+        text.contains(&format!("SKIPPED: {message}")) && text.contains(setup),
+        "{text}"
+    );
+
+    let (passed, text) = run(true);
+    assert!(
+        !passed,
+        "a missing grpc-gateway passed with PROTOGATE_REQUIRE_ORACLES=1:\n{text}"
+    );
+    assert!(
+        text.contains(&message) && text.contains(setup) && !text.contains("SKIPPED"),
+        "{text}"
+    );
 }

@@ -1,14 +1,18 @@
 //! `GET /openapi.json` end to end: the real gateway with the library schema, the document's
 //! content for the library's rules, and its validity by openapi-spec-validator (Python,
-//! pinned in tests/oracle/requirements.txt) against the OpenAPI 3.1 schema.
+//! pinned in tests/oracle/requirements.txt) against the OpenAPI 3.1 schema. Without that
+//! Python the validity tests print one `SKIPPED:` line and pass, unless
+//! `PROTOGATE_REQUIRE_ORACLES=1` (set by `make test`): then they fail.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
+use std::time::Duration;
 
 use protogate_tests::Http;
 use protogate_tests::library;
 use serde_json::{Value, json};
+
+mod external;
 
 async fn fetch() -> Value {
     let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
@@ -338,8 +342,10 @@ async fn document_describes_the_library() {
 
 #[tokio::test]
 async fn document_is_valid_openapi_3_1() {
+    let Some(py) = python("document_is_valid_openapi_3_1") else {
+        return;
+    };
     let doc = fetch().await;
-    let py = python();
     let (ok, out) = validate(&py, &doc);
     assert!(
         ok,
@@ -374,6 +380,9 @@ async fn document_is_valid_openapi_3_1() {
 /// path, a wildcard outside any variable, GET with query parameters down nested messages.
 #[test]
 fn kitchen_sink_document_is_valid_openapi_3_1() {
+    let Some(py) = python("kitchen_sink_document_is_valid_openapi_3_1") else {
+        return;
+    };
     const SERVICE: &str = r#"
         syntax = "proto3";
         package protogate.test.v1;
@@ -429,7 +438,6 @@ fn kitchen_sink_document_is_valid_openapi_3_1() {
     let sink = &doc["components"]["schemas"]["protogate.test.v1.KitchenSink"];
     assert!(sink["properties"].as_object().unwrap().len() > 50, "{sink}");
 
-    let py = python();
     let (ok, out) = validate(&py, &doc);
     assert!(
         ok,
@@ -443,9 +451,14 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Python starts in well under a second, the validator in about one; a minute allows for a
+/// loaded machine.
+const PYTHON_LIMIT: Duration = Duration::from_secs(60);
+
 /// The interpreter with openapi-spec-validator: `PROTOGATE_ORACLE_PYTHON` (set by `make
-/// test`), else the workspace's .venv, else `python3`.
-fn python() -> String {
+/// test`), else the workspace's .venv, else `python3`; `None` when it is missing (after the
+/// skip line; a failure when oracles are required).
+fn python(test: &str) -> Option<String> {
     let py = match std::env::var("PROTOGATE_ORACLE_PYTHON") {
         Ok(p) if !p.is_empty() => p,
         _ => {
@@ -457,43 +470,41 @@ fn python() -> String {
             }
         }
     };
-    let out = Command::new(&py)
-        .args([
+    let probe = external::output(
+        Command::new(&py).args([
             "-c",
             "import openapi_spec_validator; print(openapi_spec_validator.__version__)",
-        ])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("the OpenAPI check needs Python, but {py:?} cannot be run ({e}); {SETUP_HINT}")
-        });
-    assert!(
-        out.status.success(),
-        "the OpenAPI check needs openapi-spec-validator, but {py:?} cannot import it:\n{}\n\
-         {SETUP_HINT}",
-        String::from_utf8_lossy(&out.stderr).trim()
+        ]),
+        None,
+        PYTHON_LIMIT,
     );
-    py
+    let missing = match probe {
+        Err(e) => format!(
+            "Python {py:?} cannot be run ({e}); PROTOGATE_ORACLE_PYTHON selects an interpreter"
+        ),
+        Ok(out) if !out.status.success() => format!(
+            "Python {py:?} cannot import openapi_spec_validator ({})",
+            String::from_utf8_lossy(&out.stderr)
+                .trim()
+                .lines()
+                .last()
+                .unwrap_or("no message")
+        ),
+        Ok(_) => return Some(py),
+    };
+    external::oracle_missing(test, &missing, "oracle-env");
+    None
 }
-
-const SETUP_HINT: &str = "run `make test`, which sets up .venv with \
-    tests/oracle/requirements.txt (by hand: python3 -m venv .venv && .venv/bin/pip install -r \
-    tests/oracle/requirements.txt); PROTOGATE_ORACLE_PYTHON selects another interpreter";
 
 /// Runs tests/oracle/validate_openapi.py on `doc`: (valid, what it printed).
 fn validate(py: &str, doc: &Value) -> (bool, String) {
     let script = workspace().join("tests/oracle/validate_openapi.py");
-    let mut child = Command::new(py)
-        .arg(&script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {py} {}: {e}", script.display()));
-    let text = serde_json::to_vec(doc).unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || stdin.write_all(&text));
-    let out = child.wait_with_output().expect("validator output");
-    writer.join().unwrap().expect("write the document");
+    let out = external::output(
+        Command::new(py).arg(&script),
+        Some(serde_json::to_vec(doc).unwrap()),
+        PYTHON_LIMIT,
+    )
+    .unwrap_or_else(|e| panic!("cannot run {py} {}: {e}", script.display()));
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -505,4 +516,54 @@ fn validate(py: &str, doc: &Value) -> (bool, String) {
         out.status
     );
     (out.status.success(), text)
+}
+
+/// Without openapi-spec-validator the validity tests skip with one line, unless oracles are
+/// required: this test binary, run again on one of them with an interpreter that is not there.
+#[test]
+fn a_missing_validator_skips_loudly_or_fails_when_required() {
+    assert!(external::oracles_required(Some("1")));
+    assert!(!external::oracles_required(None));
+    assert!(!external::oracles_required(Some("")));
+    assert!(!external::oracles_required(Some("0")));
+
+    let test = "kitchen_sink_document_is_valid_openapi_3_1";
+    let run = |required: bool| {
+        let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
+        cmd.args([test, "--exact"])
+            .env("PROTOGATE_ORACLE_PYTHON", "/nonexistent/python3");
+        if required {
+            cmd.env("PROTOGATE_REQUIRE_ORACLES", "1");
+        } else {
+            cmd.env_remove("PROTOGATE_REQUIRE_ORACLES");
+        }
+        let out = external::output(&mut cmd, None, PYTHON_LIMIT).expect("the test binary runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let message = format!("{test}: Python \"/nonexistent/python3\" cannot be run");
+    let setup = "run `make test` (or `make oracle-env`) to set it up";
+
+    let (passed, text) = run(false);
+    assert!(passed, "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+    assert_eq!(text.matches("SKIPPED:").count(), 1, "{text}");
+    assert!(
+        text.contains(&format!("SKIPPED: {message}")) && text.contains(setup),
+        "{text}"
+    );
+
+    let (passed, text) = run(true);
+    assert!(
+        !passed,
+        "a missing validator passed with PROTOGATE_REQUIRE_ORACLES=1:\n{text}"
+    );
+    assert!(
+        text.contains(&message) && text.contains(setup) && !text.contains("SKIPPED"),
+        "{text}"
+    );
 }
