@@ -1,0 +1,377 @@
+//! The gateway's limits, end to end on loopback: the time a client has for its request head
+//! (`header_read_timeout`) and for each pause in its body (`body_read_timeout`, a unary body
+//! and a client stream), and the largest request head (`max_header_bytes`) at a non-default
+//! value, over HTTP/1.1 and HTTP/2. Every wait has a deadline; none assumes a fast or quiet
+//! machine: the short limits configured here are lower bounds the tests check, and the upper
+//! bounds are many times longer.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body::Frame;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use protogate_tests::{Http, eventually, library, metric, start_backend, start_gateway, within};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
+
+const ECHO: &str = "/protogate.test.svc.TestService/Echo";
+
+/// The longest any one wait may take before the test fails: generous, for a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The upper bound for a cut-off configured at well under a second: below EdgeConfig's
+/// defaults (10 s for the head, 30 s for the body) and hyper's (30 s), so a configured value
+/// that is not applied fails the test, yet many times the value itself.
+const CUT_OFF_WITHIN: Duration = Duration::from_secs(9);
+
+// === header_read_timeout ===
+
+#[tokio::test]
+async fn a_client_that_stalls_in_its_request_head_is_cut_off() {
+    let backend = start_backend().await;
+    let limit = Duration::from_millis(500);
+    let cfg = edge::EdgeConfig {
+        header_read_timeout: limit,
+        ..Default::default()
+    };
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    // FIXME: a client that sends nothing at all is never cut off. hyper-util's auto builder
+    // reads the first bytes (HTTP/1.1 or HTTP/2's preface?) before hyper's header timer
+    // starts, with no timeout of its own (edge/src/server.rs, `serve_connection`), so such
+    // a connection is held until the client leaves. Asserted as it is below; it should be
+    // closed like the stalled head.
+    let mut silent = TcpStream::connect(gw.addr).await.unwrap();
+
+    let mut stalled = TcpStream::connect(gw.addr).await.unwrap();
+    let started = Instant::now();
+    stalled
+        .write_all(format!("POST {ECHO} HTTP/1.1\r\nhost: x\r\ncontent-").as_bytes())
+        .await
+        .unwrap();
+    // hyper has no answer for a head that times out (no 408): it closes the connection.
+    let got = read_to_close(&mut stalled, CUT_OFF_WITHIN).await;
+    let after = started.elapsed();
+    assert!(
+        got.is_empty(),
+        "an answer to a stalled head: {:?}",
+        String::from_utf8_lossy(&got)
+    );
+    assert!(
+        after >= limit,
+        "cut off after {after:?}, before its {limit:?}"
+    );
+
+    // The silent connection was accepted first, so its time (if it had any) is over too; it
+    // gets one more `limit` to be closed in.
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(limit, silent.read(&mut buf)).await;
+    assert!(
+        read.is_err(),
+        "the silent connection was closed ({read:?}): the FIXME above is fixed; assert that \
+         it is cut off like the stalled head"
+    );
+
+    // The gateway still serves others.
+    let a = Http::h1()
+        .post(gw.addr, ECHO, "application/json", &[], "{}")
+        .await;
+    assert_eq!(a.status, 200);
+}
+
+// === body_read_timeout ===
+
+#[tokio::test]
+async fn a_unary_body_that_stalls_is_answered_408() {
+    let backend = start_backend().await;
+    let limit = Duration::from_millis(500);
+    let cfg = edge::EdgeConfig {
+        body_read_timeout: limit,
+        ..Default::default()
+    };
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    let mut stream = TcpStream::connect(gw.addr).await.unwrap();
+    let started = Instant::now();
+    stream
+        .write_all(
+            format!(
+                "POST {ECHO} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+                 content-length: 100\r\n\r\n{{\"id\":"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let a = read_answer(&mut stream, CUT_OFF_WITHIN).await;
+    let after = started.elapsed();
+    assert_eq!(a.status, 408, "{}", a.head);
+    assert!(after >= limit, "408 after {after:?}, before its {limit:?}");
+    let status: Value = serde_json::from_slice(&a.body).expect("a JSON google.rpc.Status");
+    assert_eq!(status["code"], 4, "{status}");
+    assert!(a.head.contains("grpc-status: 4"), "{}", a.head);
+
+    let text = metrics(gw.addr).await;
+    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="408"}"#;
+    assert_eq!(metric(&text, key), 1.0, "{text}");
+}
+
+#[tokio::test]
+async fn a_client_stream_may_pause_but_one_that_stalls_is_answered_408_and_cancelled() {
+    let limit = Duration::from_secs(2);
+    let s = library::start_with_gateway(edge::EdgeConfig {
+        body_read_timeout: limit,
+        ..Default::default()
+    })
+    .await;
+    let uri = format!("http://{}/v1/books:import", s.gw.addr);
+    let book = |t: &str| Frame::data(Bytes::from(format!("{{\"title\":\"{t}\"}}\n")));
+
+    // Pauses shorter than the limit, longer together: the limit is per pause, not the body's.
+    // (Each pause is 40 % of the limit: a loaded machine has 1.2 s to spare for each.)
+    let (tx, answer) = import(&uri);
+    let pause = limit * 2 / 5;
+    for t in ["a", "b", "c"] {
+        tx.send(Ok(book(t))).await.unwrap();
+        tokio::time::sleep(pause).await;
+    }
+    drop(tx);
+    let (status, body) = within("the paused import's answer", PATIENCE, answer)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"books": [{"title": "a"}, {"title": "b"}, {"title": "c"}], "nextPageToken": "3"})
+    );
+    assert_eq!(s.stats.imports_completed.load(Ordering::SeqCst), 1);
+
+    // One message, then nothing: 408 once the limit has passed, and the upstream call is
+    // cancelled, never completed as if the stream had ended.
+    let (tx, answer) = import(&uri);
+    let started = Instant::now();
+    tx.send(Ok(book("d"))).await.unwrap();
+    let (status, body) = within("the stalled import's 408", CUT_OFF_WITHIN, answer)
+        .await
+        .unwrap();
+    let after = started.elapsed();
+    assert_eq!(status, 408, "{body}");
+    assert_eq!(body["code"], 4, "{body}");
+    assert!(after >= limit, "408 after {after:?}, before its {limit:?}");
+    eventually("the stalled import's handler to end", PATIENCE, || {
+        (s.stats.imports_ended.load(Ordering::SeqCst) == 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        s.stats.imports_completed.load(Ordering::SeqCst),
+        1,
+        "the stalled import reached the upstream as a complete stream"
+    );
+    drop(tx);
+}
+
+type Sender = mpsc::Sender<Result<Frame<Bytes>, Infallible>>;
+
+/// Starts an NDJSON import over HTTP/1.1 whose body is whatever is sent on the channel (it
+/// ends when the sender is dropped); the task gives the answer's status and JSON body.
+fn import(uri: &str) -> (Sender, tokio::task::JoinHandle<(StatusCode, Value)>) {
+    let (tx, rx) = mpsc::channel(4);
+    let body = StreamBody::new(ReceiverStream::new(rx));
+    let req = Request::post(uri)
+        .header("content-type", "application/x-ndjson")
+        .header("accept", "application/json")
+        .body(body)
+        .unwrap();
+    let client = Client::builder(TokioExecutor::new()).build_http();
+    let answer = tokio::spawn(async move {
+        let response = client.request(req).await.expect("an answer");
+        let status = response.status();
+        let body = response.into_body().collect().await.expect("a body");
+        let body = serde_json::from_slice(&body.to_bytes()).expect("a JSON body");
+        (status, body)
+    });
+    (tx, answer)
+}
+
+// === max_header_bytes ===
+
+/// A head of exactly `max_header_bytes` passes, one byte more does not: at 32 KiB, twice the
+/// default, so a gateway that kept the default would fail the first request.
+#[tokio::test]
+async fn max_header_bytes_bounds_the_http1_head() {
+    let backend = start_backend().await;
+    let upstream = format!("http://{}", backend.addr);
+    let max = 32 * 1024;
+    let (gw, _) = start_gateway(&upstream, max_header_bytes(max)).await;
+    assert_eq!(
+        http1_status(gw.addr, max).await,
+        Some(200),
+        "a head of {max} bytes"
+    );
+    assert_eq!(
+        http1_status(gw.addr, max + 1).await,
+        Some(431),
+        "a head of {} bytes",
+        max + 1
+    );
+
+    // FIXME: a limit that is not a power of two is rounded up to one over HTTP/1.1: hyper's
+    // `max_buf_size` bounds the read buffer, which grows by doubling, not the head (hyper's
+    // exact `max_header_size` is not exposed by hyper-util's auto builder). At 24 KiB a
+    // 32 KiB head is served. Asserted as it is.
+    let (gw, _) = start_gateway(&upstream, max_header_bytes(24 * 1024)).await;
+    assert_eq!(
+        http1_status(gw.addr, 32 * 1024).await,
+        Some(200),
+        "a 32 KiB head under a 24 KiB limit; if refused, the FIXME above is fixed: assert the \
+         limit at 24 KiB"
+    );
+    assert_eq!(http1_status(gw.addr, 32 * 1024 + 1).await, Some(431));
+}
+
+fn max_header_bytes(max: usize) -> edge::EdgeConfig {
+    edge::EdgeConfig {
+        max_header_bytes: max,
+        ..Default::default()
+    }
+}
+
+/// The status of the answer to an Echo whose head is exactly `size` bytes (a filler header
+/// makes up the length), or `None` if the gateway closes the connection without one. The
+/// request asks the gateway to close the connection after its answer.
+async fn http1_status(addr: std::net::SocketAddr, size: usize) -> Option<u16> {
+    let start = format!(
+        "POST {ECHO} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+         content-type: application/json\r\ncontent-length: 2\r\nx-filler: "
+    );
+    let end = "\r\n\r\n";
+    let head = format!("{start}{}{end}", "y".repeat(size - start.len() - end.len()));
+    assert_eq!(head.len(), size);
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("{head}{{}}").as_bytes())
+        .await
+        .unwrap();
+    let got = read_to_close(&mut stream, PATIENCE).await;
+    if got.is_empty() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&got);
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok());
+    assert!(status.is_some(), "not an HTTP answer: {text:?}");
+    status
+}
+
+/// Over HTTP/2 the limit is SETTINGS_MAX_HEADER_LIST_SIZE, sizes counted as RFC 9113 does
+/// (each field's name and value plus 32 bytes): a list one byte under the limit passes, one
+/// byte over is 431. (The h2 crate refuses a list of exactly the limit: it takes the setting
+/// as a bound to stay below.)
+#[tokio::test]
+async fn max_header_bytes_bounds_the_http2_header_list() {
+    let backend = start_backend().await;
+    let max = 24 * 1024;
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), max_header_bytes(max)).await;
+    let http = Http::h2();
+    let authority = gw.addr.to_string();
+    // What the client sends besides the filler: the four pseudo-header fields, the content
+    // type, and the length hyper adds for a body of known size.
+    let fixed = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":authority", authority.as_str()),
+        (":path", ECHO),
+        ("content-type", "application/json"),
+        ("content-length", "2"),
+    ]
+    .iter()
+    .map(|(k, v)| k.len() + v.len() + 32)
+    .sum::<usize>();
+    let send = |size: usize| {
+        let filler = "y".repeat(size - fixed - "x-filler".len() - 32);
+        let req = Request::post(format!("http://{authority}{ECHO}"))
+            .header("content-type", "application/json")
+            .header("x-filler", filler)
+            .body(Full::new(Bytes::from_static(b"{}")))
+            .unwrap();
+        http.send(req)
+    };
+    let a = send(max - 1).await;
+    assert_eq!(a.status, 200, "a header list of {} bytes: {a:?}", max - 1);
+    let a = send(max + 1).await;
+    assert_eq!(a.status, 431, "a header list of {} bytes: {a:?}", max + 1);
+    // And under the default (16 KiB), the first would have been refused.
+    assert!(max - 1 > edge::EdgeConfig::default().max_header_bytes);
+}
+
+// === raw HTTP/1.1 ===
+
+/// Reads until the gateway closes the connection (end of stream or reset); what it sent first.
+async fn read_to_close(stream: &mut TcpStream, limit: Duration) -> Vec<u8> {
+    within("the gateway to close the connection", limit, async {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return got,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+}
+
+/// One HTTP/1.1 answer read off a raw connection.
+struct RawAnswer {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+/// Reads one answer with a Content-Length body; panics with what arrived if the connection
+/// ends first or `limit` passes.
+async fn read_answer(stream: &mut TcpStream, limit: Duration) -> RawAnswer {
+    within("an answer", limit, async {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&got[..end]).into_owned();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse().ok())?
+                    })
+                    .unwrap_or(0);
+                if got.len() >= end + 4 + length {
+                    let status = head
+                        .split(' ')
+                        .nth(1)
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or_else(|| panic!("no status line: {head}"));
+                    let body = got[end + 4..end + 4 + length].to_vec();
+                    return RawAnswer { status, head, body };
+                }
+            }
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => panic!(
+                    "the connection ended before a whole answer: {:?}",
+                    String::from_utf8_lossy(&got)
+                ),
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+}
+
+async fn metrics(addr: std::net::SocketAddr) -> String {
+    String::from_utf8_lossy(&Http::h1().get(addr, "/metrics").await.body).into_owned()
+}
