@@ -1,0 +1,159 @@
+//! What the gateway reports about its traffic, end to end on loopback: the downgrade log's
+//! later line, which stands for the occurrences it held back (`occurrences=N`), and the
+//! `unknown` method label of requests that name no method. Every wait has a deadline.
+
+use std::time::{Duration, Instant};
+
+use protogate_tests::{Http, eventually, log_lines, start_backend, start_gateway};
+
+const ECHO: &str = "/protogate.test.svc.TestService/Echo";
+
+/// The longest any one wait may take before the test fails: generous, for a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The first downgrade per (method, reason, client) is logged at once; the others within the
+/// interval are held back and reported by one later line with their number, once the interval
+/// has passed (by the next downgrade, or the periodic flush when none comes).
+#[tokio::test]
+async fn the_downgrade_log_reports_what_it_held_back() {
+    let interval = Duration::from_secs(3);
+    let backend = start_backend().await;
+    let cfg = edge::EdgeConfig {
+        downgrade_log_interval: interval,
+        ..Default::default()
+    };
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    // The log is shared by every test in this process: this test's lines carry its client id.
+    let client = "observability-occurrences";
+    let http = Http::h1();
+    let started = Instant::now();
+    let sent = 5;
+    for _ in 0..sent {
+        let a = http
+            .post(
+                gw.addr,
+                ECHO,
+                "application/json",
+                &[("x-client-id", client)],
+                r#"{"id":"1"}"#,
+            )
+            .await;
+        assert_eq!(a.status, 200);
+    }
+    // Five requests take milliseconds: all but the first fall within its interval.
+    assert!(
+        started.elapsed() < interval,
+        "the requests took {:?}, longer than the interval: the test needs a longer one",
+        started.elapsed()
+    );
+    let lines = eventually(
+        "downgrade lines accounting for every request",
+        PATIENCE,
+        || {
+            let lines = downgrade_lines(client);
+            (lines.iter().map(|(n, _)| n).sum::<u64>() == sent).then_some(lines)
+        },
+    )
+    .await;
+    let reported = started.elapsed();
+    let counts: Vec<u64> = lines.iter().map(|(n, _)| *n).collect();
+    assert_eq!(counts, [1, sent - 1], "{lines:#?}");
+    assert!(
+        reported >= interval,
+        "the held-back occurrences were reported after {reported:?}, within the {interval:?} \
+         interval"
+    );
+    let later = &lines[1].1;
+    for field in [
+        r#"method="protogate.test.svc.TestService/Echo""#,
+        r#"reason="json_requested""#,
+        r#"format="json""#,
+    ] {
+        assert!(later.contains(field), "{later}");
+    }
+}
+
+/// The downgrade lines of `client`: their `occurrences` and the line.
+fn downgrade_lines(client: &str) -> Vec<(u64, String)> {
+    log_lines(&format!("client_id=\"{client}\""))
+        .into_iter()
+        .filter(|l| l.contains("downgrade:"))
+        .map(|l| {
+            let n = l
+                .split_once("occurrences=")
+                .and_then(|(_, rest)| {
+                    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                    digits.parse().ok()
+                })
+                .unwrap_or_else(|| panic!("a downgrade line without occurrences: {l}"));
+            (n, l)
+        })
+        .collect()
+}
+
+/// Requests whose path names no method count under `method="unknown"`: the label's values
+/// come from the schema, never from the client. A path that names a method with the wrong
+/// HTTP method counts under that method.
+#[tokio::test]
+async fn requests_that_name_no_method_count_as_unknown() {
+    let backend = start_backend().await;
+    let (gw, _) = start_gateway(
+        &format!("http://{}", backend.addr),
+        edge::EdgeConfig::default(),
+    )
+    .await;
+    let http = Http::h1();
+    let unknown = [
+        "/protogate.test.svc.TestService/NoSuchMethod",
+        "/no.such.Service/Echo",
+        "/v1/nothing/here",
+        "/x-label-probe-17",
+    ];
+    for path in unknown {
+        let a = http
+            .post(gw.addr, path, "application/json", &[], "{}")
+            .await;
+        assert_eq!(a.status, 404, "{path}: {:?}", a.body);
+    }
+    let a = http.get(gw.addr, "/v1/nothing/there").await;
+    assert_eq!(a.status, 404);
+    let a = http.get(gw.addr, ECHO).await;
+    assert_eq!(a.status, 405);
+
+    let text = String::from_utf8_lossy(&http.get(gw.addr, "/metrics").await.body).into_owned();
+    let requests = |method: &str, code: u16| -> f64 {
+        samples(&text, "protogate_requests_total{")
+            .filter(|(labels, _)| {
+                labels.contains(&format!("method=\"{method}\""))
+                    && labels.contains(&format!("code=\"{code}\""))
+            })
+            .map(|(_, v)| v)
+            .sum()
+    };
+    assert_eq!(requests("unknown", 404), 5.0, "{text}");
+    assert_eq!(
+        requests("protogate.test.svc.TestService/Echo", 405),
+        1.0,
+        "{text}"
+    );
+    let durations: f64 = samples(&text, "protogate_request_duration_seconds_count{")
+        .filter(|(labels, _)| labels.contains(r#"method="unknown""#))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(durations, 5.0, "{text}");
+    for path in unknown.iter().chain(&["/v1/nothing/there"]) {
+        assert!(!text.contains(path), "{path} became a label:\n{text}");
+    }
+    for name in ["NoSuchMethod", "no.such.Service"] {
+        assert!(!text.contains(name), "{name} became a label:\n{text}");
+    }
+}
+
+/// The samples of `/metrics` text whose line starts with `prefix`: (labels, value).
+fn samples<'t>(text: &'t str, prefix: &'t str) -> impl Iterator<Item = (&'t str, f64)> + 't {
+    text.lines().filter_map(move |l| {
+        let rest = l.strip_prefix(prefix)?;
+        let (labels, value) = rest.split_once("} ")?;
+        Some((labels, value.trim().parse().ok()?))
+    })
+}
