@@ -97,6 +97,10 @@ pub enum EdgeError {
     PayloadTooLarge {
         limit: usize,
     },
+    /// The request head (its `name: value` lines) is larger than `max_header_bytes`.
+    HeadTooLarge {
+        limit: usize,
+    },
     /// The client stopped sending its body.
     BodyTimeout,
     /// The client went away while sending its body (nobody reads the answer).
@@ -136,6 +140,10 @@ impl EdgeError {
             MethodNotAllowed { .. } => (Code::Unimplemented, StatusCode::METHOD_NOT_ALLOWED),
             NotImplemented(_) => (Code::Unimplemented, StatusCode::NOT_IMPLEMENTED),
             PayloadTooLarge { .. } => (Code::ResourceExhausted, StatusCode::PAYLOAD_TOO_LARGE),
+            HeadTooLarge { .. } => (
+                Code::ResourceExhausted,
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ),
             BodyTimeout => (Code::DeadlineExceeded, StatusCode::REQUEST_TIMEOUT),
             ClientClosed(_) => (Code::Cancelled, Code::Cancelled.http_status()),
             Unavailable(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
@@ -168,6 +176,9 @@ impl fmt::Display for EdgeError {
             | Internal(m) => f.write_str(m),
             UnknownMethod(what) => write!(f, "no method or HTTP rule for {what}"),
             MethodNotAllowed { what, allow } => write!(f, "{what} accepts {allow} only"),
+            HeadTooLarge { limit } => {
+                write!(f, "request head exceeds the limit of {limit} bytes")
+            }
             PayloadTooLarge { limit } => {
                 write!(f, "request body exceeds the limit of {limit} bytes")
             }

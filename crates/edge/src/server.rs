@@ -13,6 +13,28 @@ use tokio::net::TcpListener;
 
 use crate::Edge;
 
+/// HTTP/2's connection preface; a connection whose first bytes could still be it is not yet
+/// known to be HTTP/1.1.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Waits until the connection's first bytes tell HTTP/1.1 from HTTP/2 (the bytes stay unread
+/// for hyper). An error if the client closes first.
+async fn protocol_known(stream: &tokio::net::TcpStream) -> std::io::Result<()> {
+    let mut buf = [0u8; H2_PREFACE.len()];
+    loop {
+        let n = stream.peek(&mut buf).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        if n == buf.len() || buf[..n] != H2_PREFACE[..n] {
+            return Ok(());
+        }
+        // Part of the preface: peek answers at once until more arrives (rare, and bounded by
+        // the caller's timeout).
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Serves `edge` on an already-bound listener until `shutdown` resolves; then stops
 /// accepting, lets in-flight requests finish within the configured grace period, and returns.
 pub async fn serve(listener: TcpListener, edge: Arc<Edge>, shutdown: impl Future<Output = ()>) {
@@ -90,17 +112,31 @@ pub async fn serve_all(
             }
         };
         let _ = stream.set_nodelay(true);
+        let first_bytes = config.header_read_timeout;
         let edge = edge.clone();
         let service = service_fn(move |req| {
             let edge = edge.clone();
             async move { Ok::<_, std::convert::Infallible>(edge.handle(req).await) }
         });
-        let conn = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let conn = graceful.watch(conn);
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            // hyper's head timer starts only once hyper-util has read enough to tell HTTP/1.1
+            // from HTTP/2: a client that sends nothing, or part of the HTTP/2 preface, would
+            // hold its connection for ever.
+            match tokio::time::timeout(first_bytes, protocol_known(&stream)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "connection ended before its first request");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "connection closed: no request head within the header read timeout");
+                    return;
+                }
+            }
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = watcher.watch(conn).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });

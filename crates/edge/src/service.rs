@@ -192,6 +192,15 @@ impl Edge {
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: std::fmt::Display,
     {
+        // HTTP/1.1's own bound on the head is hyper's read buffer, which grows by doubling (a
+        // 24 KiB limit let 32 KiB through); HTTP/2's is exact (h2's header list size).
+        if head.version < http::Version::HTTP_2
+            && http1_head_size(head) > self.config.max_header_bytes
+        {
+            return Err(EdgeError::HeadTooLarge {
+                limit: self.config.max_header_bytes,
+            });
+        }
         // route: `POST /pkg.Service/Method`, else the HTTP rules.
         let path = head.uri.path();
         let grpc_path = self.schema.method(path);
@@ -773,6 +782,21 @@ fn upstream_error(status: &tonic::Status) -> EdgeError {
         details,
         metadata: metadata_headers(status.metadata().clone().into_headers()),
     }))
+}
+
+/// The size of an HTTP/1.1 request head as written with single spaces: request line, one
+/// `name: value` line per header, the empty line.
+fn http1_head_size(head: &http::request::Parts) -> usize {
+    let target = head.uri.scheme_str().map_or(0, |s| s.len() + 3)
+        + head.uri.authority().map_or(0, |a| a.as_str().len())
+        + head.uri.path_and_query().map_or(1, |p| p.as_str().len());
+    let request_line = head.method.as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
+    let fields: usize = head
+        .headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + 2 + value.len() + 2)
+        .sum();
+    request_line + fields + 2
 }
 
 /// A protobuf answer goes back as it came, unless `response_body` picks a part of it.
