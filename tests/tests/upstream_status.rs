@@ -12,8 +12,17 @@ const ECHO: &str = "/protogate.test.svc.TestService/Echo";
 const WATCH: &str = "/protogate.test.svc.TestService/Watch";
 
 /// A raw HTTP/2 upstream that answers every call with a trailers-only status: `grpc-status`,
-/// `grpc-message` and one metadata header, exactly as given.
+/// `grpc-message`, `grpc-status-details-bin` when given, and one metadata header, exactly as
+/// given.
 async fn refusing_upstream(code: &'static str, message: &'static str) -> std::net::SocketAddr {
+    refusing_upstream_with(code, message, None).await
+}
+
+async fn refusing_upstream_with(
+    code: &'static str,
+    message: &'static str,
+    details: Option<&'static str>,
+) -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
@@ -29,12 +38,25 @@ async fn refusing_upstream(code: &'static str, message: &'static str) -> std::ne
                     h.insert("grpc-status", HeaderValue::from_static(code));
                     h.insert("grpc-message", HeaderValue::from_static(message));
                     h.insert("x-zone", HeaderValue::from_static("b"));
+                    if let Some(details) = details {
+                        h.insert("grpc-status-details-bin", HeaderValue::from_static(details));
+                    }
                     let _ = respond.send_response(head, true);
                 }
             });
         }
     });
     addr
+}
+
+/// The gateway's answer to `{}` as JSON at `path` (HTTP/2), under a deadline.
+async fn ask(gw: std::net::SocketAddr, path: &str, accept: &str) -> protogate_tests::Answer {
+    within(
+        "the gateway's answer",
+        Duration::from_secs(30),
+        Http::h2().post(gw, path, "application/json", &[("accept", accept)], "{}"),
+    )
+    .await
 }
 
 fn status_of(a: &protogate_tests::Answer) -> (u16, serde_json::Value, Option<&str>) {
@@ -49,24 +71,12 @@ fn status_of(a: &protogate_tests::Answer) -> (u16, serde_json::Value, Option<&st
 async fn an_upstream_unavailable_status_is_passed_on_as_sent() {
     let upstream = refusing_upstream("14", "backend says UNAVAILABLE").await;
     let (gw, _) = start_gateway(&format!("http://{upstream}"), Default::default()).await;
-    let http = Http::h2();
     for (path, accept) in [
         (ECHO, "application/json"),
         // A server stream: the tonic channel's path, the status before the first message.
         (WATCH, "application/x-ndjson"),
     ] {
-        let a = within(
-            "the gateway's answer",
-            Duration::from_secs(30),
-            http.post(
-                gw.addr,
-                path,
-                "application/json",
-                &[("accept", accept)],
-                "{}",
-            ),
-        )
-        .await;
+        let a = ask(gw.addr, path, accept).await;
         assert_eq!(
             status_of(&a),
             (
@@ -92,21 +102,42 @@ async fn every_upstream_code_is_passed_on_with_its_message() {
     for (code, http_status) in [("4", 504), ("8", 429), ("13", 500), ("2", 500), ("14", 503)] {
         let upstream = refusing_upstream(code, "said the backend").await;
         let (gw, _) = start_gateway(&format!("http://{upstream}"), Default::default()).await;
-        let a = within(
-            "the gateway's answer",
-            Duration::from_secs(30),
-            Http::h1().post(gw.addr, ECHO, "application/json", &[], "{}"),
-        )
-        .await;
-        let code_number: i64 = code.parse().unwrap();
+        for (path, accept) in [(ECHO, "application/json"), (WATCH, "application/x-ndjson")] {
+            let a = ask(gw.addr, path, accept).await;
+            let code_number: i64 = code.parse().unwrap();
+            assert_eq!(
+                status_of(&a),
+                (
+                    http_status,
+                    serde_json::json!({"code": code_number, "message": "said the backend"}),
+                    Some("b")
+                ),
+                "code {code}, {path}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_upstream_status_keeps_its_details() {
+    // google.rpc.Status{code: 14, message: "m", details: [Any{type_url:
+    // "type.googleapis.com/google.rpc.RetryInfo", value: RetryInfo{retry_delay: 3s}}]}.
+    const DETAILS: &str =
+        "CA4SAW0aMAoodHlwZS5nb29nbGVhcGlzLmNvbS9nb29nbGUucnBjLlJldHJ5SW5mbxIECgIIAw";
+    let upstream = refusing_upstream_with("14", "m", Some(DETAILS)).await;
+    let (gw, _) = start_gateway(&format!("http://{upstream}"), Default::default()).await;
+    for (path, accept) in [(ECHO, "application/json"), (WATCH, "application/x-ndjson")] {
+        let a = ask(gw.addr, path, accept).await;
         assert_eq!(
             status_of(&a),
             (
-                http_status,
-                serde_json::json!({"code": code_number, "message": "said the backend"}),
+                503,
+                serde_json::json!({"code": 14, "message": "m", "details": [
+                    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "3s"}
+                ]}),
                 Some("b")
             ),
-            "code {code}"
+            "{path}"
         );
     }
 }
@@ -118,25 +149,13 @@ async fn a_gateway_that_cannot_reach_its_upstream_says_so() {
     socket.bind("127.0.0.1:0".parse().unwrap()).expect("bind");
     let nowhere = socket.local_addr().expect("addr");
     let (gw, _) = start_gateway(&format!("http://{nowhere}"), Default::default()).await;
-    let http = Http::h2();
     for (path, accept) in [(ECHO, "application/json"), (WATCH, "application/x-ndjson")] {
-        let a = within(
-            "the gateway's answer",
-            Duration::from_secs(30),
-            http.post(
-                gw.addr,
-                path,
-                "application/json",
-                &[("accept", accept)],
-                "{}",
-            ),
-        )
-        .await;
+        let a = ask(gw.addr, path, accept).await;
         assert_eq!(a.status, 503, "{path}");
         assert_eq!(a.json()["code"], 14, "{path}");
         let message = a.json()["message"].as_str().unwrap().to_owned();
         assert!(
-            message.starts_with("upstream unavailable: ") && message.contains("not reachable"),
+            message.starts_with("upstream ") && message.contains(&nowhere.to_string()),
             "{path}: {message}"
         );
         assert!(

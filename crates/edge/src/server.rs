@@ -21,6 +21,7 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// for hyper). An error if the client closes first.
 async fn protocol_known(stream: &tokio::net::TcpStream) -> std::io::Result<()> {
     let mut buf = [0u8; H2_PREFACE.len()];
+    let mut pause = Duration::from_millis(5);
     loop {
         let n = stream.peek(&mut buf).await?;
         if n == 0 {
@@ -29,9 +30,11 @@ async fn protocol_known(stream: &tokio::net::TcpStream) -> std::io::Result<()> {
         if n == buf.len() || buf[..n] != H2_PREFACE[..n] {
             return Ok(());
         }
-        // Part of the preface: peek answers at once until more arrives (rare, and bounded by
+        // Part of the preface: peek answers at once until more arrives, so wait a while
+        // (longer each time: a client that stalls here costs a few wake-ups a second, until
         // the caller's timeout).
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
     }
 }
 
@@ -67,6 +70,10 @@ pub async fn serve_all(
         .keep_alive_interval(Some(Duration::from_secs(30)));
     let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
+    // Tells connections still waiting for their first bytes that the server stops: they close
+    // at once (as hyper-util closes a connection it has not read a version from) instead of
+    // holding the shutdown up until their header read timeout.
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
 
     // The downgrade log's pending counts are reported even when traffic stops.
     let flusher = {
@@ -120,11 +127,16 @@ pub async fn serve_all(
         });
         let builder = builder.clone();
         let watcher = graceful.watcher();
+        let mut stopped = stopped.clone();
         tokio::spawn(async move {
             // hyper's head timer starts only once hyper-util has read enough to tell HTTP/1.1
             // from HTTP/2: a client that sends nothing, or part of the HTTP/2 preface, would
             // hold its connection for ever.
-            match tokio::time::timeout(first_bytes, protocol_known(&stream)).await {
+            let known = tokio::select! {
+                known = tokio::time::timeout(first_bytes, protocol_known(&stream)) => known,
+                _ = stopped.wait_for(|stopped| *stopped) => return,
+            };
+            match known {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "connection ended before its first request");
@@ -142,6 +154,7 @@ pub async fn serve_all(
         });
     }
     drop(owned);
+    stopping.send_replace(true);
     tracing::info!(
         in_flight = graceful.count(),
         "shutting down: no longer accepting connections"

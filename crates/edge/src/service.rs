@@ -772,7 +772,8 @@ impl BodyEnd for Finish {
 /// an answer in the gateway's words.
 fn upstream_error(status: &tonic::Status) -> EdgeError {
     if status.code() == tonic::Code::Unavailable && crate::upstream::made_by_gateway(status) {
-        return EdgeError::Unavailable(format!("upstream unavailable: {}", status.message()));
+        // Its message names the upstream and what went wrong.
+        return EdgeError::Unavailable(status.message().to_owned());
     }
     let details = (!status.details().is_empty()).then(|| Bytes::copy_from_slice(status.details()));
     let code = status.code() as i32;

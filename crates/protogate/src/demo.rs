@@ -355,10 +355,6 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         let backend_task = tokio::spawn(serve_shop(backend, async {
             let _ = backend_stopped.await;
         }));
-        let listeners = listen
-            .bind()
-            .context("is another gateway or demo running? try --listen 127.0.0.1:8081")?;
-        let addr = listeners[0].local_addr()?;
         let config = edge::EdgeConfig {
             downgrade_log_interval: interval,
             ..Default::default()
@@ -370,6 +366,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         )
         .map_err(ConfigError)?;
         let edge = Arc::new(edge::Edge::new(schema, upstreams, config).map_err(ConfigError)?);
+        let listeners = listen.bind()?;
+        let addr = listeners[0].local_addr()?;
         let shutdown = run::shutdown_signal()?;
         for listener in &listeners {
             let addr = listener.local_addr()?;

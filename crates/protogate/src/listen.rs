@@ -91,12 +91,32 @@ impl Listen {
     /// ::1 where IPv6 is off) is skipped with a warning while another is bound; any other
     /// failure (in use, not permitted) fails.
     pub fn bind(&self) -> anyhow::Result<Vec<TcpListener>> {
+        let addrs = self.addrs()?;
+        // With port 0 the first address's port (the kernel's pick) may be taken at another
+        // address: then the kernel is asked again.
+        let mut attempts = if addrs.len() > 1 && addrs[0].port() == 0 {
+            8
+        } else {
+            1
+        };
+        loop {
+            attempts -= 1;
+            match self.bind_each(&addrs) {
+                Err(Bind::PickedPortTaken(e)) if attempts > 0 => {
+                    tracing::debug!(error = %e, "the picked port is taken at another address: picking again");
+                }
+                Err(Bind::PickedPortTaken(e) | Bind::Failed(e)) => return Err(e),
+                Ok(listeners) => return Ok(listeners),
+            }
+        }
+    }
+
+    fn bind_each(&self, addrs: &[SocketAddr]) -> Result<Vec<TcpListener>, Bind> {
         let mut listeners: Vec<TcpListener> = Vec::new();
-        let mut port = None;
-        for mut addr in self.addrs()? {
-            if addr.port() == 0
-                && let Some(port) = port
-            {
+        let mut picked = None;
+        for &addr in addrs {
+            let mut addr = addr;
+            if let Some(port) = picked {
                 addr.set_port(port);
             }
             let bound = match self {
@@ -105,20 +125,45 @@ impl Listen {
             };
             match bound {
                 Ok(listener) => {
-                    port = Some(listener.local_addr()?.port());
+                    let port = listener
+                        .local_addr()
+                        .map_err(|e| Bind::Failed(e.into()))?
+                        .port();
+                    if addr.port() == 0 {
+                        picked = Some(port);
+                    }
                     listeners.push(listener);
                 }
                 Err(e) if family_unavailable(&e) && matches!(self, Listen::Name(..)) => {
                     tracing::warn!(%addr, error = %e, "not listening on an address this host cannot use");
                 }
-                Err(e) => return Err(anyhow::anyhow!("binding {addr}: {e}")),
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && picked.is_some() => {
+                    return Err(Bind::PickedPortTaken(anyhow::anyhow!(
+                        "binding {addr}: {e}"
+                    )));
+                }
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                    return Err(Bind::Failed(anyhow::anyhow!(
+                        "binding {addr}: {e} (is another gateway or demo running? choose another --listen)"
+                    )));
+                }
+                Err(e) => return Err(Bind::Failed(anyhow::anyhow!("binding {addr}: {e}"))),
             }
         }
         if listeners.is_empty() {
-            anyhow::bail!("--listen {self}: no address could be bound");
+            return Err(Bind::Failed(anyhow::anyhow!(
+                "--listen {self}: no address could be bound"
+            )));
         }
         Ok(listeners)
     }
+}
+
+/// Why binding failed.
+enum Bind {
+    /// The port the kernel picked for the first address is taken at a later one.
+    PickedPortTaken(anyhow::Error),
+    Failed(anyhow::Error),
 }
 
 impl std::fmt::Display for Listen {

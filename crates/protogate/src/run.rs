@@ -24,7 +24,6 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Validated before any port opens: a broken schema names its file and line.
     let schema = schema_files::load(&resolved.schema)?;
     runtime(resolved.worker_threads)?.block_on(async move {
-        let listeners = resolved.listen.bind()?;
         let upstreams = edge::Upstreams::new(
             resolved.default_upstream.as_deref(),
             &resolved.service_upstreams,
@@ -33,6 +32,8 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .map_err(ConfigError)?;
         let methods = schema.methods().count();
         let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge).map_err(ConfigError)?);
+        // Bound last: every configuration error is reported before a port opens.
+        let listeners = resolved.listen.bind()?;
         let shutdown = shutdown_signal()?;
         for listener in &listeners {
             let addr = listener.local_addr()?;

@@ -73,11 +73,23 @@ impl Proc {
         })
     }
 
-    /// Every address the gateway logged it listens on.
-    fn addrs(&mut self) -> Vec<SocketAddr> {
-        self.wait_for_line("listening on http://");
-        self.log()
-            .iter()
+    /// Every address the gateway logged it listens on, once it has logged `count` of them.
+    fn addrs_n(&mut self, count: usize) -> Vec<SocketAddr> {
+        let log = eventually("every listening address", || {
+            let log = self.log();
+            (log.iter()
+                .filter(|l| l.contains("listening on http://"))
+                .count()
+                >= count)
+                .then_some(log)
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "fewer than {count} addresses; log:\n{}",
+                self.log().join("\n")
+            )
+        });
+        log.iter()
             .filter_map(|l| l.split("listening on http://").nth(1))
             .map(|rest| {
                 rest.split(|c: char| c.is_whitespace() || c == '"')
@@ -90,7 +102,7 @@ impl Proc {
     }
 
     fn addr(&mut self) -> SocketAddr {
-        self.addrs()[0]
+        self.addrs_n(1)[0]
     }
 
     fn sigterm(&self) {
@@ -276,10 +288,21 @@ fn serve_answers_and_stops_on_sigterm() {
 fn listen_takes_host_names_ipv6_and_all_interfaces() {
     let shop = shop();
     let extra = shop_args(&shop);
-    for (listen, connect_host) in [
-        ("localhost:0", None),
-        (":0", Some("127.0.0.1")),
-        ("[::1]:0", None),
+    // Every address localhost has here that this host can bind (IPv6 may be off).
+    let localhost: Vec<std::net::IpAddr> = {
+        use std::net::ToSocketAddrs;
+        let mut ips = Vec::new();
+        for a in ("localhost", 0).to_socket_addrs().unwrap() {
+            if !ips.contains(&a.ip()) && std::net::TcpListener::bind((a.ip(), 0)).is_ok() {
+                ips.push(a.ip());
+            }
+        }
+        ips
+    };
+    for (listen, connect_host, count) in [
+        ("localhost:0", None, localhost.len()),
+        (":0", Some("127.0.0.1"), 1),
+        ("[::1]:0", None, 1),
     ] {
         let mut args = vec!["serve", "--listen", listen];
         args.extend(strs(&extra));
@@ -288,7 +311,19 @@ fn listen_takes_host_names_ipv6_and_all_interfaces() {
             continue;
         }
         let mut gw = Proc::spawn(&args);
-        let addrs = gw.addrs();
+        let addrs = gw.addrs_n(count);
+        if listen == "localhost:0" {
+            // Every address of the name, on one port.
+            let mut ips: Vec<_> = addrs.iter().map(SocketAddr::ip).collect();
+            ips.sort();
+            let mut want = localhost.clone();
+            want.sort();
+            assert_eq!(ips, want, "{addrs:?}");
+            assert!(
+                addrs.iter().all(|a| a.port() == addrs[0].port()),
+                "{addrs:?}"
+            );
+        }
         for addr in &addrs {
             let addr = match connect_host {
                 Some(host) => SocketAddr::new(host.parse().unwrap(), addr.port()),
@@ -443,6 +478,30 @@ fn sigterm_lets_a_request_in_flight_finish_and_accepts_no_more() {
 }
 
 #[test]
+fn a_connection_that_has_sent_nothing_does_not_hold_up_shutdown() {
+    let shop = shop();
+    let scratch = Scratch::new("idle");
+    // Both the head timeout and the grace period far longer than the exit is waited for.
+    let config = scratch.file(
+        "idle.toml",
+        &format!(
+            "upstream = \"http://{}\"\nprotos = [\"{PROTO_DIR}/demo/v1/shop.proto\"]\n\
+             header_read_timeout = \"120s\"\nupstream_timeout = \"120s\"\n",
+            shop.addr
+        ),
+    );
+    let mut gw = Proc::spawn(&["serve", "--listen", "127.0.0.1:0", "--config", &config]);
+    let addr = gw.addr();
+    let _idle = TcpStream::connect(addr).unwrap();
+    // The connection is accepted (and waits for its first bytes) before the signal.
+    let r = get_order(addr);
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    gw.sigterm();
+    let status = gw.wait_exit();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
 fn the_grace_period_cuts_off_what_does_not_finish() {
     let upstream = held_upstream();
     // The grace period is --upstream-timeout; a stream has no deadline of its own.
@@ -479,6 +538,7 @@ fn the_grace_period_cuts_off_what_does_not_finish() {
     );
 }
 
+#[cfg(target_os = "linux")] // threads counted in /proc
 #[test]
 fn one_worker_thread_runs_on_the_single_threaded_scheduler() {
     let shop = shop();

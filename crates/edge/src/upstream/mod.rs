@@ -103,11 +103,7 @@ impl Route {
     /// as it is.
     fn name_in(&self, status: Status) -> Status {
         if status.code() == tonic::Code::Unavailable && made_by_gateway(&status) {
-            unreached(format!(
-                "upstream {} not reachable: {}",
-                self.uri,
-                status.message()
-            ))
+            unreached(format!("upstream {}: {}", self.uri, status.message()))
         } else {
             status
         }
@@ -303,7 +299,7 @@ impl Upstreams {
 }
 
 /// The mark of a status the gateway made itself because it could not get an answer (a failed
-/// dial, a lost connection, a refused or reset call): never a status the upstream sent.
+/// dial, a lost connection, a refused stream): never a status the upstream sent.
 #[derive(Debug)]
 struct Unreached;
 
