@@ -208,15 +208,34 @@ impl Schema {
         out: &mut Vec<u8>,
         opts: &crate::Options,
     ) -> Result<crate::Findings, crate::Error> {
+        self.traced_to_protobuf(desc, from, input, out, opts).0
+    }
+
+    /// [`Schema::to_protobuf`], also telling whether the direct path answered (true) or
+    /// handed the message to the reference path. The one dispatch both use, so the tests that
+    /// hold the direct path to a share of the answers measure what callers get.
+    #[inline]
+    fn traced_to_protobuf(
+        &self,
+        desc: &MessageDescriptor,
+        from: crate::Format,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        opts: &crate::Options,
+    ) -> (Result<crate::Findings, crate::Error>, bool) {
         if let Some(plan) = self.plans.index(desc) {
             let start = out.len();
             if crate::direct::to_protobuf(&self.plans, plan, from, input, out, opts).is_ok() {
-                return Ok(crate::Findings::default());
+                return (Ok(crate::Findings::default()), true);
             }
             out.truncate(start);
         }
-        crate::reference::to_protobuf(desc, from, input, out, opts)
+        (
+            crate::reference::to_protobuf(desc, from, input, out, opts),
+            false,
+        )
     }
+
     /// Renders protobuf wire bytes of message `desc` as `to`, appended to `out`, reporting
     /// the unknown fields the rendering dropped. Protobuf output is the input unchanged.
     pub fn from_protobuf(
@@ -227,18 +246,36 @@ impl Schema {
         out: &mut Vec<u8>,
         opts: &crate::Options,
     ) -> Result<crate::Findings, crate::Error> {
+        self.traced_from_protobuf(desc, to, input, out, opts).0
+    }
+
+    /// [`Schema::from_protobuf`], also telling whether the direct path answered (see
+    /// [`Schema::traced_to_protobuf`]).
+    #[inline]
+    fn traced_from_protobuf(
+        &self,
+        desc: &MessageDescriptor,
+        to: crate::Format,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        opts: &crate::Options,
+    ) -> (Result<crate::Findings, crate::Error>, bool) {
         if let Some(plan) = self.plans.index(desc) {
             let start = out.len();
             let mut findings = crate::Findings::default();
             if crate::direct::from_protobuf(&self.plans, plan, to, input, out, opts, &mut findings)
                 .is_ok()
             {
-                return Ok(findings);
+                return (Ok(findings), true);
             }
             out.truncate(start);
         }
-        crate::reference::from_protobuf(desc, to, input, out, opts)
+        (
+            crate::reference::from_protobuf(desc, to, input, out, opts),
+            false,
+        )
     }
+
     /// Checks that `input` is well-formed protobuf for message `desc` without decoding it
     /// (see [`crate::validate_protobuf`]). A cold path: the gateway checks a pass-through body
     /// only after the upstream failed on it.
@@ -251,8 +288,9 @@ impl Schema {
         crate::validate_protobuf(desc, input, opts)
     }
 
-    /// The direct transcoder alone: `None` where it would hand over to the reference path.
-    /// For tests that check the fast path is really taken.
+    /// What the direct path answered through the same dispatch as [`Schema::to_protobuf`] and
+    /// [`Schema::from_protobuf`]: `None` where it handed over to the reference path. For tests
+    /// that check the fast path is really taken.
     #[doc(hidden)]
     pub fn direct_only(
         &self,
@@ -262,30 +300,19 @@ impl Schema {
         input: &[u8],
         opts: &crate::Options,
     ) -> Option<Vec<u8>> {
-        let plan = self.plans.index(desc)?;
         let mut out = Vec::new();
-        let done = match (from, to) {
+        let (result, direct) = match (from, to) {
             (from, crate::Format::Protobuf) => {
-                crate::direct::to_protobuf(&self.plans, plan, from, input, &mut out, opts)
+                self.traced_to_protobuf(desc, from, input, &mut out, opts)
             }
             (crate::Format::Protobuf, to) => {
-                let mut findings = crate::Findings::default();
-                crate::direct::from_protobuf(
-                    &self.plans,
-                    plan,
-                    to,
-                    input,
-                    &mut out,
-                    opts,
-                    &mut findings,
-                )
+                self.traced_from_protobuf(desc, to, input, &mut out, opts)
             }
             _ => return None,
         };
-        done.ok().map(|()| out)
+        (direct && result.is_ok()).then_some(out)
     }
 
-    /// Converts between any two formats through protobuf; findings of both halves merged.
     pub fn convert(
         &self,
         desc: &MessageDescriptor,
