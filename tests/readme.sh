@@ -25,8 +25,7 @@ fi
 work=$(mktemp -d)
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do stop "$p"; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -57,8 +56,15 @@ start() {
   bg_out="$work/bg$n.out" bg_err="$work/bg$n.err"
 }
 
+# Stops a background command's process group: TERM, then KILL if it is still there after 30 s.
 stop() {
-  kill -TERM -- "-$1" 2>/dev/null
+  local i
+  kill -TERM -- "-$1" 2>/dev/null || return 0
+  for i in $(seq 1 300); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL -- "-$1" 2>/dev/null
   wait "$1" 2>/dev/null
 }
 
@@ -86,6 +92,7 @@ expect=(
 )
 
 i=0
+demo=
 for cmd in "${commands[@]}"; do
   case "$cmd" in
     "make test"*)
@@ -94,6 +101,7 @@ for cmd in "${commands[@]}"; do
       ;;
     "make demo"*)
       start "$cmd"
+      demo=$bg
       if wait_for grep -q '^curl -s http' "$bg_out"; then
         pass
       else
@@ -112,6 +120,10 @@ for cmd in "${commands[@]}"; do
       ;;
     *" serve "*)
       # Only one gateway on 8080 at a time: the demo's (if still up) is stopped first.
+      if [ -n "$demo" ]; then
+        stop "$demo"
+        demo=
+      fi
       start "$cmd"
       if wait_for grep -q 'listening on http://127.0.0.1:8080' "$bg_err"; then
         got=$(curl -s --max-time 30 localhost:8080/demo.shop.v1.Shop/GetOrder \
@@ -140,10 +152,6 @@ for cmd in "${commands[@]}"; do
     echo "  exit $status; wanted /$want/"
     echo "  got: ${got:0:600}"
     head -c 2000 "$work/err"
-  fi
-  # The demo stops once its examples have run: the serve commands need port 8080.
-  if [ "$i" -eq 5 ]; then
-    stop "${pids[0]}"
   fi
 done
 if [ "$i" -ne "${#expect[@]}" ]; then

@@ -19,6 +19,7 @@ use protogate_tests::library;
 use protogate_tests::{Answer, Http};
 use serde_json::Value;
 
+#[path = "../../crates/transcode/tests/external/mod.rs"]
 mod external;
 
 /// grpc-gateway, run as a child process and killed (by its handle) when dropped.
@@ -315,43 +316,11 @@ enum Expect {
 #[test]
 fn a_missing_grpc_gateway_skips_loudly_or_fails_when_required() {
     let test = "protogate_answers_as_grpc_gateway_does";
-    let run = |required: bool| {
-        let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
-        cmd.args([test, "--exact"])
-            .env("PROTOGATE_GRPCGW_BIN", "/nonexistent/grpcgw");
-        if required {
-            cmd.env("PROTOGATE_REQUIRE_ORACLES", "1");
-        } else {
-            cmd.env_remove("PROTOGATE_REQUIRE_ORACLES");
-        }
-        let out = external::output(&mut cmd, None, Duration::from_secs(60))
-            .expect("the test binary runs");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    };
-    let message = format!("{test}: grpc-gateway is not built at /nonexistent/grpcgw");
-    let setup = "run `make test` (or `make grpcgw`) to set it up";
-
-    let (passed, text) = run(false);
-    assert!(passed, "{text}");
-    assert!(text.contains("1 passed"), "{text}");
-    assert_eq!(text.matches("SKIPPED:").count(), 1, "{text}");
-    assert!(
-        text.contains(&format!("SKIPPED: {message}")) && text.contains(setup),
-        "{text}"
-    );
-
-    let (passed, text) = run(true);
-    assert!(
-        !passed,
-        "a missing grpc-gateway passed with PROTOGATE_REQUIRE_ORACLES=1:\n{text}"
-    );
-    assert!(
-        text.contains(&message) && text.contains(setup) && !text.contains("SKIPPED"),
-        "{text}"
+    external::assert_missing_oracle_skips_or_fails(
+        test,
+        ("PROTOGATE_GRPCGW_BIN", "/nonexistent/grpcgw"),
+        &format!("{test}: grpc-gateway is not built at /nonexistent/grpcgw"),
+        "grpcgw",
+        Duration::from_secs(60),
     );
 }

@@ -45,6 +45,7 @@ async fn a_client_that_stalls_in_its_request_head_is_cut_off() {
     let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
     // A client that sends nothing at all, and one that sends part of HTTP/2's preface (before
     // either, hyper's own head timer has not started), are cut off alike.
+    let connected = Instant::now();
     let mut silent = TcpStream::connect(gw.addr).await.unwrap();
     let mut half_preface = TcpStream::connect(gw.addr).await.unwrap();
     half_preface.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
@@ -78,6 +79,11 @@ async fn a_client_that_stalls_in_its_request_head_is_cut_off() {
             got.is_empty(),
             "{what}: {:?}",
             String::from_utf8_lossy(&got)
+        );
+        let after = connected.elapsed();
+        assert!(
+            after >= limit,
+            "{what}: cut off after {after:?}, before its {limit:?}"
         );
     }
 

@@ -16,7 +16,8 @@ const PATIENCE: Duration = Duration::from_secs(30);
 /// has passed (by the next downgrade, or the periodic flush when none comes).
 #[tokio::test]
 async fn the_downgrade_log_reports_what_it_held_back() {
-    let interval = Duration::from_secs(3);
+    // Long enough that five local requests fall within it on any machine, however loaded.
+    let interval = Duration::from_secs(10);
     let backend = start_backend().await;
     let cfg = edge::EdgeConfig {
         downgrade_log_interval: interval,
@@ -40,7 +41,8 @@ async fn the_downgrade_log_reports_what_it_held_back() {
             .await;
         assert_eq!(a.status, 200);
     }
-    // Five requests take milliseconds: all but the first fall within its interval.
+    // Five requests take milliseconds: all but the first fall within its interval (a
+    // precondition of the counts below, not a timing of the gateway).
     assert!(
         started.elapsed() < interval,
         "the requests took {:?}, longer than the interval: the test needs a longer one",

@@ -12,6 +12,7 @@ use protogate_tests::Http;
 use protogate_tests::library;
 use serde_json::{Value, json};
 
+#[path = "../../crates/transcode/tests/external/mod.rs"]
 mod external;
 
 async fn fetch() -> Value {
@@ -526,44 +527,12 @@ fn a_missing_validator_skips_loudly_or_fails_when_required() {
     assert!(!external::oracles_required(None));
     assert!(!external::oracles_required(Some("")));
     assert!(!external::oracles_required(Some("0")));
-
     let test = "kitchen_sink_document_is_valid_openapi_3_1";
-    let run = |required: bool| {
-        let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
-        cmd.args([test, "--exact"])
-            .env("PROTOGATE_ORACLE_PYTHON", "/nonexistent/python3");
-        if required {
-            cmd.env("PROTOGATE_REQUIRE_ORACLES", "1");
-        } else {
-            cmd.env_remove("PROTOGATE_REQUIRE_ORACLES");
-        }
-        let out = external::output(&mut cmd, None, PYTHON_LIMIT).expect("the test binary runs");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    };
-    let message = format!("{test}: Python \"/nonexistent/python3\" cannot be run");
-    let setup = "run `make test` (or `make oracle-env`) to set it up";
-
-    let (passed, text) = run(false);
-    assert!(passed, "{text}");
-    assert!(text.contains("1 passed"), "{text}");
-    assert_eq!(text.matches("SKIPPED:").count(), 1, "{text}");
-    assert!(
-        text.contains(&format!("SKIPPED: {message}")) && text.contains(setup),
-        "{text}"
-    );
-
-    let (passed, text) = run(true);
-    assert!(
-        !passed,
-        "a missing validator passed with PROTOGATE_REQUIRE_ORACLES=1:\n{text}"
-    );
-    assert!(
-        text.contains(&message) && text.contains(setup) && !text.contains("SKIPPED"),
-        "{text}"
+    external::assert_missing_oracle_skips_or_fails(
+        test,
+        ("PROTOGATE_ORACLE_PYTHON", "/nonexistent/python3"),
+        &format!("{test}: Python \"/nonexistent/python3\" cannot be run"),
+        "oracle-env",
+        PYTHON_LIMIT,
     );
 }

@@ -63,8 +63,8 @@ impl<'a> MediaType<'a> {
 
 /// `text` as exactly one media type (surrounding whitespace allowed), or `None` if it is not.
 pub fn parse(text: &str) -> Option<MediaType<'_>> {
-    let (m, end) = parse_at(text, 0, false)?;
-    (skip_ows(text.as_bytes(), end) == text.len()).then_some(m)
+    // Outside a list, a media type that parses runs to the end (trailing whitespace aside).
+    parse_at(text, 0, false).map(|(m, _)| m)
 }
 
 /// The elements of a comma-separated list of media ranges (Accept). An element that breaks
@@ -82,14 +82,13 @@ pub fn parse_list(text: &str) -> impl Iterator<Item = Option<MediaType<'_>>> {
                 at += 1;
                 continue;
             }
-            let parsed = parse_at(text, at, true);
-            let end = parsed.map(|(_, end)| skip_ows(b, end));
-            return Some(match (parsed, end) {
-                (Some((m, _)), Some(end)) if end == b.len() || b[end] == b',' => {
-                    at = end;
+            // A media type that parses ends at the end or at the `,` before the next one.
+            return Some(match parse_at(text, at, true) {
+                Some((m, end)) => {
+                    at = skip_ows(b, end);
                     Some(m)
                 }
-                _ => {
+                None => {
                     at = next_element(b, at);
                     None
                 }

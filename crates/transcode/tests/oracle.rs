@@ -183,7 +183,7 @@ fn oracle_for(test: &str) -> Option<&'static Oracle> {
     match generated() {
         Ok(o) => Some(o),
         Err(missing) => {
-            external::oracle_missing(test, missing);
+            external::oracle_missing(test, missing, "oracle-env");
             None
         }
     }
@@ -958,42 +958,11 @@ fn a_missing_oracle_skips_loudly_or_fails_when_required() {
     assert!(!external::oracles_required(None));
     assert!(!external::oracles_required(Some("")));
     assert!(!external::oracles_required(Some("0")));
-
-    let run = |required: bool| {
-        let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
-        cmd.args(["json_matches_json_format", "--exact"])
-            .env("PROTOGATE_ORACLE_PYTHON", "/nonexistent/python3");
-        if required {
-            cmd.env("PROTOGATE_REQUIRE_ORACLES", "1");
-        } else {
-            cmd.env_remove("PROTOGATE_REQUIRE_ORACLES");
-        }
-        let out = external::output(&mut cmd, None, PROBE_LIMIT).expect("the test binary runs");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    };
-    let message = "json_matches_json_format: Python \"/nonexistent/python3\" cannot be run";
-
-    let (passed, text) = run(false);
-    assert!(passed, "{text}");
-    assert!(text.contains("1 passed"), "{text}");
-    assert_eq!(text.matches("SKIPPED:").count(), 1, "{text}");
-    assert!(
-        text.contains(&format!("SKIPPED: {message}")) && text.contains(external::SETUP),
-        "{text}"
-    );
-
-    let (passed, text) = run(true);
-    assert!(
-        !passed,
-        "a missing oracle passed with PROTOGATE_REQUIRE_ORACLES=1:\n{text}"
-    );
-    assert!(
-        text.contains(message) && text.contains(external::SETUP) && !text.contains("SKIPPED"),
-        "{text}"
+    external::assert_missing_oracle_skips_or_fails(
+        "json_matches_json_format",
+        ("PROTOGATE_ORACLE_PYTHON", "/nonexistent/python3"),
+        "json_matches_json_format: Python \"/nonexistent/python3\" cannot be run",
+        "oracle-env",
+        PROBE_LIMIT,
     );
 }

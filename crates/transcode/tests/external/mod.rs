@@ -1,7 +1,8 @@
-//! Running external programs from the transcode crate's tests (Python's json_format,
-//! `cargo tree`): a child that is killed when dropped, every wait under a deadline, and the
-//! one decision on a missing oracle (skip loudly, or fail when `PROTOGATE_REQUIRE_ORACLES` is
-//! set). Each test binary uses part of it.
+//! Running external programs from the tests (Python's json_format, `cargo tree`,
+//! grpc-gateway, openapi-spec-validator): a child that is killed when dropped, every wait
+//! under a deadline, and the one decision on a missing oracle (skip loudly, or fail when
+//! `PROTOGATE_REQUIRE_ORACLES` is set). Each test binary uses part of it; the integration
+//! tests' crate includes this file by path (`#[path]`).
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
@@ -10,24 +11,22 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// How to set up the oracles, for the skip line and the failure.
-pub const SETUP: &str = "run `make test` (or `make oracle-env`) to set it up";
-
 /// Whether a missing oracle fails the test: `PROTOGATE_REQUIRE_ORACLES` set to anything but
 /// empty or `0` (`make test` and CI set it to 1, so they can never pass by skipping).
 pub fn oracles_required(var: Option<&str>) -> bool {
     var.is_some_and(|v| !v.is_empty() && v != "0")
 }
 
-/// What a test that cannot run says: its name, what is missing, how to get it.
-pub fn missing_message(test: &str, missing: &str) -> String {
-    format!("{test}: {missing} — {SETUP}")
+/// What a test that cannot run says: its name, what is missing, and the make target that
+/// sets it up (`oracle-env`, `grpcgw`; `make test` runs both).
+pub fn missing_message(test: &str, missing: &str, target: &str) -> String {
+    format!("{test}: {missing} — run `make test` (or `make {target}`) to set it up")
 }
 
 /// Called when `test`'s oracle is missing: panics with the message when oracles are
 /// required, else prints it as one `SKIPPED:` line on stderr; the caller then returns.
-pub fn oracle_missing(test: &str, missing: &str) {
-    let message = missing_message(test, missing);
+pub fn oracle_missing(test: &str, missing: &str, target: &str) {
+    let message = missing_message(test, missing, target);
     let required = std::env::var("PROTOGATE_REQUIRE_ORACLES").ok();
     if oracles_required(required.as_deref()) {
         panic!("{message} (PROTOGATE_REQUIRE_ORACLES is set: a missing oracle fails the test)");
@@ -104,4 +103,53 @@ fn drain(mut from: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
         let _ = tx.send(buf);
     });
     rx
+}
+
+/// Checks the skip decision end to end: runs `test` of this very test binary again with
+/// `env` pointing its oracle somewhere missing; without `PROTOGATE_REQUIRE_ORACLES` it must
+/// pass with exactly one `SKIPPED:` line saying `message` and how to set it up (`make
+/// {target}`), with it fail saying the same.
+pub fn assert_missing_oracle_skips_or_fails(
+    test: &str,
+    env: (&str, &str),
+    message: &str,
+    target: &str,
+    limit: Duration,
+) {
+    let run = |required: bool| {
+        let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
+        cmd.args([test, "--exact"]).env(env.0, env.1);
+        if required {
+            cmd.env("PROTOGATE_REQUIRE_ORACLES", "1");
+        } else {
+            cmd.env_remove("PROTOGATE_REQUIRE_ORACLES");
+        }
+        let out = output(&mut cmd, None, limit).expect("the test binary runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let setup = format!("make {target}");
+
+    let (passed, text) = run(false);
+    assert!(passed, "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+    assert_eq!(text.matches("SKIPPED:").count(), 1, "{text}");
+    assert!(
+        text.contains(&format!("SKIPPED: {message}")) && text.contains(&setup),
+        "{text}"
+    );
+
+    let (passed, text) = run(true);
+    assert!(
+        !passed,
+        "a missing oracle passed with PROTOGATE_REQUIRE_ORACLES=1:\n{text}"
+    );
+    assert!(
+        text.contains(message) && text.contains(&setup) && !text.contains("SKIPPED"),
+        "{text}"
+    );
 }
