@@ -210,3 +210,18 @@ impl fmt::Display for ErrorKind {
 }
 
 impl std::error::Error for Error {}
+
+/// 1-based line and column of a byte offset into source text, as messages name a place in
+/// it (malformed JSON input, a `.proto` file that does not compile).
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text.as_bytes()[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let col = offset
+        - before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1)
+        + 1;
+    (line, col)
+}

@@ -9,9 +9,9 @@ use std::cell::Cell;
 
 use serde::de::DeserializeSeed;
 
-use crate::error::ErrorKind;
+use crate::Error;
+use crate::error::{ErrorKind, line_col};
 use crate::tree::{In, InSeed, Out};
-use crate::{Error, schema::line_col};
 
 /// Parses JSON text, nesting bounded by `max_containers` arrays/objects.
 pub(crate) fn parse(input: &[u8], max_containers: usize) -> Result<In, Error> {

@@ -545,7 +545,7 @@ fn describe_protox_error(
     if let (Some(offset), Ok(texts)) = (offset, texts.lock())
         && let Some(text) = texts.get(&file)
     {
-        let (line, col) = line_col(text, offset);
+        let (line, col) = crate::error::line_col(text, offset);
         where_ = format!("{file}:{line}:{col}");
     }
     SchemaError(format!("{where_}: {e}"))
@@ -567,18 +567,4 @@ fn first_label_offset(d: &dyn miette::Diagnostic) -> Option<usize> {
         return Some(offset);
     }
     d.related().and_then(|mut r| r.find_map(first_label_offset))
-}
-
-/// 1-based line and column of a byte offset.
-pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(text.len());
-    let before = &text.as_bytes()[..offset];
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let col = offset
-        - before
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |p| p + 1)
-        + 1;
-    (line, col)
 }
