@@ -848,7 +848,7 @@ async fn health_metrics_and_kinds() {
     assert!(
         metric(
             &text,
-            r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="200"}"#
+            r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="200",grpc_code="OK"}"#
         ) >= 1.0,
         "{text}"
     );
@@ -945,7 +945,7 @@ async fn a_client_gone_mid_body_is_recorded_as_499() {
         .await
         .unwrap();
     drop(stream);
-    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="499"}"#;
+    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="499",grpc_code="Cancelled"}"#;
     let text = eventually("a 499 to be recorded", Duration::from_secs(30), || {
         let text = edge.metrics().render();
         (metric(&text, key) > 0.0).then_some(text)

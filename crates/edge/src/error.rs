@@ -52,6 +52,30 @@ impl Code {
         }
     }
 
+    /// The code's name as gRPC writes it (`OK`, `InvalidArgument`, …): the `grpc_code` label.
+    pub fn name(self) -> &'static str {
+        use Code::*;
+        match self {
+            Ok => "OK",
+            Cancelled => "Cancelled",
+            Unknown => "Unknown",
+            InvalidArgument => "InvalidArgument",
+            DeadlineExceeded => "DeadlineExceeded",
+            NotFound => "NotFound",
+            AlreadyExists => "AlreadyExists",
+            PermissionDenied => "PermissionDenied",
+            ResourceExhausted => "ResourceExhausted",
+            FailedPrecondition => "FailedPrecondition",
+            Aborted => "Aborted",
+            OutOfRange => "OutOfRange",
+            Unimplemented => "Unimplemented",
+            Internal => "Internal",
+            Unavailable => "Unavailable",
+            DataLoss => "DataLoss",
+            Unauthenticated => "Unauthenticated",
+        }
+    }
+
     /// The HTTP status for a gRPC code: the google.rpc.Code mapping Envoy and Connect use.
     pub fn http_status(self) -> StatusCode {
         use Code::*;

@@ -28,6 +28,9 @@ pub struct RequestLabels {
     pub response_format: &'static str,
     /// The HTTP status code of the answer.
     pub code: u16,
+    /// The gRPC status the answer ended with (`OK`, `Unavailable`, …: 17 values): a stream
+    /// that fails after its 200 headers counts under its error here.
+    pub grpc_code: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

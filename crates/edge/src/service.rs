@@ -48,6 +48,32 @@ struct RequestCtx<'a> {
     method: Option<&'a Method>,
     formats: Option<Negotiated>,
     client: Client,
+    /// A streamed answer's final gRPC code, set by the stream when it ends.
+    stream_end: Option<Arc<StreamEnd>>,
+}
+
+/// How a streamed answer ended, written by the stream and read when its body ends (the
+/// answer's 200 and headers left long before): a gRPC code, or `NOT_ENDED`.
+pub(crate) struct StreamEnd(std::sync::atomic::AtomicU8);
+
+impl StreamEnd {
+    const NOT_ENDED: u8 = u8::MAX;
+
+    fn new() -> StreamEnd {
+        StreamEnd(std::sync::atomic::AtomicU8::new(Self::NOT_ENDED))
+    }
+
+    fn set(&self, code: Code) {
+        self.0
+            .store(code as u8, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Option<Code> {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            Self::NOT_ENDED => None,
+            code => Some(Code::from_i32(code.into())),
+        }
+    }
 }
 
 /// What a request addresses: a method, through its gRPC path or an HTTP rule.
@@ -161,6 +187,7 @@ impl Edge {
                 header_str(headers, header::USER_AGENT),
                 header_str(headers, "x-client-id"),
             ),
+            stream_end: None,
         };
         self.metrics.in_flight.inc();
         let mut finish = Finish {
@@ -169,11 +196,11 @@ impl Edge {
         };
         let (head, body) = req.into_parts();
         let result = self.dispatch(&mut ctx, &head, body).await;
-        let mut response = match result {
-            Ok(response) => response,
-            Err(err) => self.error_response(&mut ctx, &err),
+        let (mut response, code) = match result {
+            Ok(response) => (response, Code::Ok),
+            Err(err) => (self.error_response(&mut ctx, &err), err.code_and_status().0),
         };
-        finish.outcome = Some(Outcome::of(ctx, response.status()));
+        finish.outcome = Some(Outcome::of(ctx, response.status(), code));
         if response.body().is_stream() {
             // A stream is in flight, and its duration runs, until its last frame is sent.
             response.body_mut().on_end(finish);
@@ -673,6 +700,7 @@ impl Edge {
                 request_format: o.request_format,
                 response_format: o.response_format,
                 code: o.status.as_u16(),
+                grpc_code: o.grpc_code.name(),
             })
             .inc();
         let elapsed = o.start.elapsed();
@@ -685,6 +713,7 @@ impl Edge {
             request_format = o.request_format,
             response_format = o.response_format,
             status = o.status.as_u16(),
+            grpc_code = o.grpc_code.name(),
             elapsed_us = elapsed.as_micros() as u64,
             user_agent = %o.user_agent,
             "request"
@@ -727,12 +756,15 @@ struct Outcome {
     request_format: &'static str,
     response_format: &'static str,
     status: StatusCode,
+    grpc_code: Code,
+    /// A streamed answer's end, which decides `grpc_code` when its body ends.
+    stream_end: Option<Arc<StreamEnd>>,
     start: Instant,
     user_agent: Arc<str>,
 }
 
 impl Outcome {
-    fn of(ctx: RequestCtx<'_>, status: StatusCode) -> Outcome {
+    fn of(ctx: RequestCtx<'_>, status: StatusCode, grpc_code: Code) -> Outcome {
         let (request_format, response_format) = ctx.formats.map_or(("unknown", "unknown"), |f| {
             (f.request.as_str(), f.response.as_str())
         });
@@ -741,6 +773,8 @@ impl Outcome {
             request_format,
             response_format,
             status,
+            grpc_code,
+            stream_end: ctx.stream_end,
             start: ctx.start,
             user_agent: ctx.client.user_agent,
         }
@@ -759,10 +793,17 @@ impl Drop for Finish {
 
 impl BodyEnd for Finish {
     /// A streamed answer whose client left before its end is counted as 499 (the client
-    /// closed the request), whatever status its headers carried.
+    /// closed the request), whatever status its headers carried; one that ended is counted
+    /// under the gRPC code it ended with (a failure after the 200 headers is no success).
     fn body_end(mut self: Box<Self>, complete: bool) {
-        if !complete && let Some(outcome) = &mut self.outcome {
+        let Some(outcome) = &mut self.outcome else {
+            return;
+        };
+        if !complete {
             outcome.status = Code::Cancelled.http_status();
+            outcome.grpc_code = Code::Cancelled;
+        } else if let Some(code) = outcome.stream_end.as_ref().and_then(|e| e.get()) {
+            outcome.grpc_code = code;
         }
     }
 }

@@ -292,7 +292,7 @@ impl Edge {
     #[allow(clippy::too_many_arguments)]
     fn stream_response(
         self: &Arc<Self>,
-        ctx: &RequestCtx<'_>,
+        ctx: &mut RequestCtx<'_>,
         target: Target<'_, '_>,
         framing: Framing,
         metadata: MetadataMap,
@@ -312,7 +312,10 @@ impl Edge {
             _ if raw => raw_content_type(""),
             _ => HeaderValue::from_static(framing.content_type()),
         };
+        let end = Arc::new(StreamEnd::new());
+        ctx.stream_end = Some(end.clone());
         let state = StreamState {
+            end,
             edge: self.clone(),
             method: target.method.clone(),
             route,
@@ -444,6 +447,8 @@ struct RequestSide {
 
 /// A response stream in progress.
 struct StreamState {
+    /// Where the stream's final code is written for the request's record.
+    end: Arc<StreamEnd>,
     edge: Arc<Edge>,
     method: Method,
     route: Option<Arc<Route>>,
@@ -501,6 +506,7 @@ impl StreamState {
                     self.framing.end(out);
                 }
                 self.done = true;
+                self.end.set(Code::Ok);
                 let mut trailers = HeaderMap::new();
                 trailers.insert("grpc-status", HeaderValue::from_static("0"));
                 self.trailers = Some(trailers);
@@ -604,6 +610,7 @@ impl StreamState {
             self.framing.error(self.count, &status, out);
         }
         self.done = true;
+        self.end.set(code);
         let mut trailers = HeaderMap::new();
         put_status_headers(&mut trailers, code, &message);
         self.trailers = Some(trailers);
