@@ -4,6 +4,8 @@
 
 use http::HeaderValue;
 use transcode::Format;
+// Media types per format and framing, the canonical one (used on responses) first.
+use transcode::media::{JSON, MSGPACK, NDJSON, PROTOBUF, SSE};
 use transcode::stream::{Framing, InFraming};
 
 use crate::error::EdgeError;
@@ -17,19 +19,6 @@ pub struct Negotiated {
     /// Accept named nothing we serve, so JSON is served anyway (`accept_fallback`).
     pub fallback: bool,
 }
-
-/// Media types per format, the canonical one (used on responses) first.
-const JSON: &[&str] = &["application/json"];
-const MSGPACK: &[&str] = &[
-    "application/msgpack",
-    "application/x-msgpack",
-    "application/vnd.msgpack",
-];
-const PROTOBUF: &[&str] = &[
-    "application/x-protobuf",
-    "application/protobuf",
-    "application/x-google-protobuf",
-];
 
 /// The server's preference among formats tied at the same q: protobuf > msgpack > JSON.
 const PREFERENCE: [Format; 3] = [Format::Protobuf, Format::Msgpack, Format::Json];
@@ -117,10 +106,6 @@ pub fn response_format(
     };
     choose(offers, default, Format::Json, accept, strict)
 }
-
-/// Media types of the stream framings, the canonical one first.
-const NDJSON: &[&str] = &["application/x-ndjson", "application/jsonl"];
-const SSE: &[&str] = &["text/event-stream"];
 
 /// The framing of a response stream from Accept; `default` is what a missing Accept (or a
 /// tie) picks. Ties otherwise: protobuf > msgpack > NDJSON > JSON array > SSE. `protobuf`

@@ -10,6 +10,7 @@
 //! - `decode`: protobuf wire bytes → rendered tree, reporting unknown fields.
 //! - `wkt`: string forms of Timestamp, Duration and FieldMask.
 //! - [`error`]: conversion errors with the path of the failing value.
+//! - [`media`]: the media types of each format and stream framing, canonical first.
 //! - [`openapi`]: the OpenAPI 3.1 document of the schema's methods and HTTP rules.
 //!
 //! # The JSON mapping
@@ -33,6 +34,7 @@
 //! boolean keys accepted on input).
 
 pub mod error;
+pub mod media;
 pub mod openapi;
 pub mod rest;
 pub mod schema;

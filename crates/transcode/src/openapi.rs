@@ -18,13 +18,14 @@ use prost_reflect::{EnumDescriptor, FieldDescriptor, FileDescriptor, Kind, Messa
 use serde_json::{Map, Value, json};
 
 use crate::rest::{BodyTarget, Route, Routes};
-use crate::{Method, Schema, StreamingKind};
+use crate::{Method, Schema, StreamingKind, media};
 
-const JSON: &str = "application/json";
-const MSGPACK: &str = "application/msgpack";
-const PROTOBUF: &str = "application/x-protobuf";
-const NDJSON: &str = "application/x-ndjson";
-const SSE: &str = "text/event-stream";
+/// The canonical media types, as the gateway's answers carry them.
+const JSON: &str = media::JSON[0];
+const MSGPACK: &str = media::MSGPACK[0];
+const PROTOBUF: &str = media::PROTOBUF[0];
+const NDJSON: &str = media::NDJSON[0];
+const SSE: &str = media::SSE[0];
 
 const STATUS: &str = "google.rpc.Status";
 

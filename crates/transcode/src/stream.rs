@@ -12,7 +12,7 @@
 //! mapping (`@type`).
 
 use crate::error::ErrorKind;
-use crate::{Error, Format, wire};
+use crate::{Error, Format, media, wire};
 
 /// How a response stream is framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,14 +34,14 @@ impl Framing {
         }
     }
 
-    /// The media type of a body in this framing.
+    /// The media type of a body in this framing (the canonical one of [`crate::media`]).
     pub fn content_type(self) -> &'static str {
         match self {
-            Framing::Ndjson => "application/x-ndjson",
-            Framing::JsonArray => "application/json",
-            Framing::Sse => "text/event-stream",
-            Framing::Msgpack => "application/msgpack",
-            Framing::Delimited => "application/x-protobuf",
+            Framing::Ndjson => media::NDJSON[0],
+            Framing::JsonArray => media::JSON[0],
+            Framing::Sse => media::SSE[0],
+            Framing::Msgpack => media::MSGPACK[0],
+            Framing::Delimited => media::PROTOBUF[0],
         }
     }
 
