@@ -16,6 +16,7 @@
 mod body;
 pub mod downgrade;
 pub mod error;
+mod headers;
 mod media_type;
 pub mod metrics;
 pub mod negotiate;

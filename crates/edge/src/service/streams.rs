@@ -59,18 +59,13 @@ impl Stream for RequestStream {
     }
 }
 
-/// An upstream call under the client's deadline, if it gave one (an expired one is the
-/// upstream's DEADLINE_EXCEEDED, which `upstream_failure` maps).
-async fn within<T>(
-    timeout: Option<Duration>,
-    call: impl std::future::Future<Output = Result<T, tonic::Status>>,
-) -> Result<T, tonic::Status> {
-    match timeout {
-        Some(t) => tokio::time::timeout(t, call)
-            .await
-            .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("deadline passed"))),
-        None => call.await,
-    }
+/// An opened upstream stream: its headers' metadata, the first message when it was read
+/// before answering, the rest, and the call its failures are mapped with.
+struct Opened {
+    metadata: MetadataMap,
+    first: Option<Bytes>,
+    upstream: tonic::Streaming<Bytes>,
+    call: UpstreamCall<'static>,
 }
 
 /// The framing a missing Accept picks: the request's own.
@@ -125,9 +120,8 @@ impl Edge {
         ctx.formats = Some(formats);
         // A stream lasts as long as it lasts: only the client's own deadline applies.
         let timeout = client_timeout(&head.headers)?;
-        let message = self.request_message(head, target, formats, body).await?;
+        let message = self.decode_request(head, target, formats, body).await?;
         let sent = (formats.request == Format::Protobuf).then(|| message.clone());
-        let started = Instant::now();
         let call = self.upstreams.streaming(
             &method.service,
             &method.path,
@@ -135,16 +129,20 @@ impl Edge {
             upstream_metadata(&head.headers),
             timeout,
         );
-        let (metadata, mut upstream) = within(timeout, call)
-            .await
-            .map_err(|s| self.upstream_failure(method, &s, started, timeout, sent.clone()))?;
+        let ((metadata, mut upstream), call) =
+            self.call_upstream(method, timeout, sent, call).await?;
         // An error before the first message is an ordinary error response.
         let first = upstream
             .message()
             .await
-            .map_err(|s| self.upstream_failure(method, &s, started, timeout, sent))?;
-        self.observe_upstream(method, started);
-        self.stream_response(ctx, target, framing, metadata, first, upstream, None)
+            .map_err(|s| self.upstream_failure(&call, &s))?;
+        let opened = Opened {
+            metadata,
+            first,
+            upstream,
+            call: call.into_owned(),
+        };
+        self.stream_response(ctx, target, framing, opened, None)
     }
 
     /// A client-streaming or bidirectional method: the body is a stream of messages.
@@ -222,8 +220,6 @@ impl Edge {
             idle_limit,
             bidi.then_some(client_gone),
         );
-        let started = Instant::now();
-
         let Some(framing) = framing else {
             // Client streaming: the call and the pump run together; a failing body cancels
             // the call (it is dropped without the request stream having ended).
@@ -234,7 +230,7 @@ impl Edge {
                 metadata,
                 timeout,
             );
-            let call = within(timeout, call);
+            let call = self.call_upstream(method, timeout, None, call);
             tokio::pin!(call, pump);
             let mut pumping = true;
             let answer = loop {
@@ -246,10 +242,8 @@ impl Edge {
                     }
                 }
             };
-            self.observe_upstream(method, started);
-            let answer =
-                answer.map_err(|s| self.upstream_failure(method, &s, started, timeout, None))?;
-            let mut response = self.unary_response(ctx, target, formats, &answer.body)?;
+            let (answer, _) = answer?;
+            let mut response = self.encode_response(ctx, target, formats, &answer.body)?;
             response
                 .headers_mut()
                 .extend(metadata_headers(answer.metadata.into_headers()));
@@ -266,6 +260,7 @@ impl Edge {
         let call =
             self.upstreams
                 .streaming(&method.service, &method.path, requests, metadata, timeout);
+        let call = self.call_upstream(method, timeout, None, call);
         tokio::pin!(call);
         let mut watching = true;
         let opened = loop {
@@ -277,29 +272,36 @@ impl Edge {
                 },
             }
         };
-        let (metadata, upstream) =
-            opened.map_err(|s| self.upstream_failure(method, &s, started, timeout, None))?;
-        self.observe_upstream(method, started);
+        let ((metadata, upstream), call) = opened?;
+        let opened = Opened {
+            metadata,
+            first: None,
+            upstream,
+            call: call.into_owned(),
+        };
         let request_side = watching.then_some(RequestSide {
             failed,
             _alive: alive,
         });
-        self.stream_response(ctx, target, framing, metadata, None, upstream, request_side)
+        self.stream_response(ctx, target, framing, opened, request_side)
     }
 
     /// The streaming response: headers now, then one frame per upstream message, then the
     /// end of the framing and trailers (`grpc-status`, `grpc-message`).
-    #[allow(clippy::too_many_arguments)]
     fn stream_response(
         self: &Arc<Self>,
         ctx: &mut RequestCtx<'_>,
         target: Target<'_, '_>,
         framing: Framing,
-        metadata: MetadataMap,
-        first: Option<Bytes>,
-        upstream: tonic::Streaming<Bytes>,
+        opened: Opened,
         request_side: Option<RequestSide>,
     ) -> Result<Response<ResponseBody>, EdgeError> {
+        let Opened {
+            metadata,
+            first,
+            upstream,
+            call,
+        } = opened;
         let route = target.route.map(|(r, _)| Arc::clone(r));
         let raw = route.as_deref().is_some_and(Route::raw_response);
         let content_type = match (&first, &route) {
@@ -325,6 +327,7 @@ impl Edge {
             raw,
             first,
             upstream,
+            call,
             request_side,
             count: 0,
             logged_loss: false,
@@ -459,6 +462,8 @@ struct StreamState {
     raw: bool,
     first: Option<Bytes>,
     upstream: tonic::Streaming<Bytes>,
+    /// The call its failures are mapped with, as the call's own.
+    call: UpstreamCall<'static>,
     /// A bidirectional stream's request side.
     request_side: Option<RequestSide>,
     count: usize,
@@ -524,14 +529,14 @@ impl StreamState {
                     Err(_) => self.request_side = None,
                 },
                 message = self.upstream.message() => {
-                    return message.map_err(|s| upstream_error(&s));
+                    return message.map_err(|s| self.edge.upstream_failure(&self.call, &s));
                 }
             }
         }
         self.upstream
             .message()
             .await
-            .map_err(|s| upstream_error(&s))
+            .map_err(|s| self.edge.upstream_failure(&self.call, &s))
     }
 
     fn message(&mut self, message: &[u8], out: &mut Vec<u8>) -> Result<(), EdgeError> {

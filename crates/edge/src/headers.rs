@@ -1,0 +1,190 @@
+//! Request and response headers the gRPC mapping reads and writes: the client's deadline
+//! (`grpc-timeout`, `X-Timeout`), metadata both ways (`grpc-metadata-*`), `grpc-status` and
+//! `grpc-message`, and the HTTP/1.1 head size the header limit is held to.
+
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+use tonic::metadata::MetadataMap;
+
+use crate::error::{Code, EdgeError};
+
+/// The size of an HTTP/1.1 request head as written with single spaces: request line, one
+/// `name: value` line per header, the empty line.
+pub(crate) fn http1_head_size(head: &http::request::Parts) -> usize {
+    let target = head.uri.scheme_str().map_or(0, |s| s.len() + 3)
+        + head.uri.authority().map_or(0, |a| a.as_str().len())
+        + head.uri.path_and_query().map_or(1, |p| p.as_str().len());
+    let request_line = head.method.as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
+    let fields: usize = head
+        .headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + 2 + value.len() + 2)
+        .sum();
+    request_line + fields + 2
+}
+
+pub(crate) fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The client's deadline: `grpc-timeout` (gRPC's `1*8DIGIT unit`) or `X-Timeout` in seconds.
+pub(crate) fn client_timeout(headers: &HeaderMap) -> Result<Option<Duration>, EdgeError> {
+    if let Some(v) = headers.get("grpc-timeout") {
+        let s = v.to_str().unwrap_or("");
+        let bad = || {
+            EdgeError::BadHeader(format!(
+                "grpc-timeout {s:?} is not 1-8 digits followed by H, M, S, m, u or n"
+            ))
+        };
+        if s.len() < 2 || s.len() > 9 {
+            return Err(bad());
+        }
+        let (digits, unit) = s.split_at(s.len() - 1);
+        let n: u64 = if digits.bytes().all(|c| c.is_ascii_digit()) {
+            digits.parse().map_err(|_| bad())?
+        } else {
+            return Err(bad());
+        };
+        let d = match unit {
+            "H" => Duration::from_secs(n.saturating_mul(3600)),
+            "M" => Duration::from_secs(n.saturating_mul(60)),
+            "S" => Duration::from_secs(n),
+            "m" => Duration::from_millis(n),
+            "u" => Duration::from_micros(n),
+            "n" => Duration::from_nanos(n),
+            _ => return Err(bad()),
+        };
+        return Ok(Some(d));
+    }
+    if let Some(v) = headers.get("x-timeout") {
+        let s = v.to_str().unwrap_or("").trim();
+        let secs: f64 = s
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite() && *x > 0.0 && *x < 1e9)
+            .ok_or_else(|| {
+                EdgeError::BadHeader(format!(
+                    "X-Timeout {s:?} is not a positive number of seconds"
+                ))
+            })?;
+        return Ok(Some(Duration::from_secs_f64(secs)));
+    }
+    Ok(None)
+}
+
+/// Headers forwarded upstream as gRPC metadata: `authorization`, `x-request-id`, and every
+/// `grpc-metadata-*` with the prefix stripped (names reserved by gRPC are not forwarded).
+pub(crate) fn upstream_metadata(headers: &HeaderMap) -> MetadataMap {
+    let mut out = HeaderMap::new();
+    for (name, value) in headers {
+        let n = name.as_str();
+        if n == "authorization" || n == "x-request-id" {
+            out.append(name.clone(), value.clone());
+        } else if let Some(rest) = n.strip_prefix("grpc-metadata-") {
+            if rest.is_empty() || is_reserved_metadata(rest) {
+                continue;
+            }
+            if let Ok(key) = HeaderName::from_bytes(rest.as_bytes()) {
+                out.append(key, value.clone());
+            }
+        }
+    }
+    MetadataMap::from_headers(out)
+}
+
+pub(crate) fn is_reserved_metadata(name: &str) -> bool {
+    name.starts_with("grpc-")
+        || matches!(
+            name,
+            "te" | "content-type"
+                | "content-length"
+                | "host"
+                | "connection"
+                | "proxy-connection"
+                | "user-agent"
+                | "transfer-encoding"
+                | "keep-alive"
+                | "upgrade"
+                | "trailer"
+                | "date"
+                | "server"
+        )
+}
+
+/// Upstream metadata (headers and trailers) as `grpc-metadata-*` response headers.
+pub(crate) fn metadata_headers(metadata: HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (name, value) in &metadata {
+        let n = name.as_str();
+        if is_reserved_metadata(n) {
+            continue;
+        }
+        if let Ok(key) = HeaderName::from_bytes(format!("grpc-metadata-{n}").as_bytes()) {
+            out.append(key, value.clone());
+        }
+    }
+    out
+}
+
+/// `grpc-status` and `grpc-message` (headers of an error answer, trailers of a stream).
+pub(crate) fn put_status_headers(headers: &mut HeaderMap, code: Code, message: &str) {
+    headers.insert("grpc-status", HeaderValue::from(code as i32));
+    if let Ok(v) = HeaderValue::from_str(&crate::error::encode_grpc_message(message)) {
+        headers.insert("grpc-message", v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts() {
+        let mut h = HeaderMap::new();
+        assert_eq!(client_timeout(&h).unwrap(), None);
+        h.insert("grpc-timeout", HeaderValue::from_static("250m"));
+        assert_eq!(
+            client_timeout(&h).unwrap(),
+            Some(Duration::from_millis(250))
+        );
+        h.insert("grpc-timeout", HeaderValue::from_static("2S"));
+        assert_eq!(client_timeout(&h).unwrap(), Some(Duration::from_secs(2)));
+        for bad in ["", "m", "123456789S", "1x", "-1S", "1.5S"] {
+            h.insert("grpc-timeout", HeaderValue::from_static(bad));
+            assert!(client_timeout(&h).is_err(), "{bad}");
+        }
+        let mut h = HeaderMap::new();
+        h.insert("x-timeout", HeaderValue::from_static("1.5"));
+        assert_eq!(
+            client_timeout(&h).unwrap(),
+            Some(Duration::from_millis(1500))
+        );
+        for bad in ["0", "-1", "abc", "inf", "NaN"] {
+            h.insert("x-timeout", HeaderValue::from_static(bad));
+            assert!(client_timeout(&h).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn metadata_both_ways() {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", HeaderValue::from_static("Bearer x"));
+        h.insert("x-request-id", HeaderValue::from_static("r1"));
+        h.insert("grpc-metadata-tenant", HeaderValue::from_static("acme"));
+        h.insert("grpc-metadata-grpc-timeout", HeaderValue::from_static("1S"));
+        h.insert("cookie", HeaderValue::from_static("secret"));
+        let md = upstream_metadata(&h).into_headers();
+        assert_eq!(md.get("authorization").unwrap(), "Bearer x");
+        assert_eq!(md.get("x-request-id").unwrap(), "r1");
+        assert_eq!(md.get("tenant").unwrap(), "acme");
+        assert!(md.get("grpc-timeout").is_none() && md.get("cookie").is_none());
+        let mut up = HeaderMap::new();
+        up.insert("content-type", HeaderValue::from_static("application/grpc"));
+        up.insert("grpc-status", HeaderValue::from_static("0"));
+        up.insert("x-trace", HeaderValue::from_static("t"));
+        let back = metadata_headers(up);
+        assert_eq!(back.len(), 1);
+        assert_eq!(back.get("grpc-metadata-x-trace").unwrap(), "t");
+    }
+}

@@ -1,0 +1,116 @@
+//! `call_upstream`: the one wrapper around every upstream call, whatever its shape. It owns
+//! the deadline, the upstream-latency observation (from sending the request to the
+//! upstream's first answer — a unary answer, a stream's headers — or its error) and the
+//! mapping of a failure to the client's error, mid-stream failures included.
+
+use super::*;
+
+/// One upstream call in progress: what its failures are mapped with.
+pub(super) struct UpstreamCall<'a> {
+    method: std::borrow::Cow<'a, Method>,
+    started: Instant,
+    /// The deadline the call runs under (a stream without the client's: none).
+    timeout: Option<Duration>,
+    /// A pass-through request body, kept (a reference count) to diagnose a failure.
+    sent: Option<Bytes>,
+}
+
+impl UpstreamCall<'_> {
+    /// The same call, owned (for a response stream, which outlives the request's borrows).
+    pub(super) fn into_owned(self) -> UpstreamCall<'static> {
+        UpstreamCall {
+            method: std::borrow::Cow::Owned(self.method.into_owned()),
+            started: self.started,
+            timeout: self.timeout,
+            sent: self.sent,
+        }
+    }
+}
+
+impl Edge {
+    /// call_upstream: runs `call` under `timeout`, records its latency, and maps its failure.
+    /// The returned [`UpstreamCall`] maps the failures of what follows (a stream's messages).
+    pub(super) async fn call_upstream<'m, T>(
+        &self,
+        method: &'m Method,
+        timeout: Option<Duration>,
+        sent: Option<Bytes>,
+        call: impl Future<Output = Result<T, tonic::Status>>,
+    ) -> Result<(T, UpstreamCall<'m>), EdgeError> {
+        let this = UpstreamCall {
+            method: std::borrow::Cow::Borrowed(method),
+            started: Instant::now(),
+            timeout,
+            sent,
+        };
+        let answer = match timeout {
+            Some(t) => tokio::time::timeout(t, call).await.ok(),
+            None => Some(call.await),
+        };
+        self.metrics
+            .upstream_duration
+            .get_or_create(&MethodLabels {
+                method: MethodName(method.full_name.clone()),
+            })
+            .observe(this.started.elapsed().as_secs_f64());
+        match answer {
+            None => Err(EdgeError::DeadlineExceeded),
+            Some(Ok(answer)) => Ok((answer, this)),
+            Some(Err(status)) => Err(self.upstream_failure(&this, &status)),
+        }
+    }
+
+    /// The client's error for a failure of `call` (its answer, or a message of its stream).
+    pub(super) fn upstream_failure(
+        &self,
+        call: &UpstreamCall<'_>,
+        status: &tonic::Status,
+    ) -> EdgeError {
+        // The upstream enforces the grpc-timeout we sent and may answer CANCELLED (tonic) or
+        // DEADLINE_EXCEEDED a little before our own timer fires (the value sent is rounded to
+        // its unit, and upstreams may keep a margin): within the last tenth of the deadline,
+        // that is our deadline passing.
+        if let Some(timeout) = call.timeout
+            && matches!(
+                status.code(),
+                tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
+            )
+            && call.started.elapsed() >= timeout.mul_f64(0.9)
+        {
+            return EdgeError::DeadlineExceeded;
+        }
+        // An upstream that cannot decode a pass-through body answers INTERNAL (tonic,
+        // grpc-go) or INVALID_ARGUMENT: if the body is malformed, that is the client's error,
+        // and it is named as such.
+        if let Some(sent) = &call.sent
+            && matches!(
+                status.code(),
+                tonic::Code::Internal | tonic::Code::InvalidArgument | tonic::Code::Unknown
+            )
+            && let Err(e) = self
+                .schema
+                .validate_protobuf(&call.method.input, sent, &self.transcode)
+        {
+            return EdgeError::BadBody(e);
+        }
+        upstream_error(status)
+    }
+}
+
+/// A failed call's status as the client's error: the upstream's own status exactly as it sent
+/// it (code, message, details, metadata), whatever the code; the gateway's own failure to get
+/// an answer in the gateway's words.
+fn upstream_error(status: &tonic::Status) -> EdgeError {
+    if status.code() == tonic::Code::Unavailable && crate::upstream::made_by_gateway(status) {
+        // Its message names the upstream and what went wrong.
+        return EdgeError::Unavailable(status.message().to_owned());
+    }
+    let details = (!status.details().is_empty()).then(|| Bytes::copy_from_slice(status.details()));
+    let code = status.code() as i32;
+    EdgeError::Upstream(Box::new(crate::error::UpstreamError {
+        code,
+        message: status.message().to_owned(),
+        details,
+        metadata: metadata_headers(status.metadata().clone().into_headers()),
+    }))
+}

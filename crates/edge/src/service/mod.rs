@@ -1,0 +1,303 @@
+//! The request path, step by step: negotiate → route → decode_request → call_upstream →
+//! encode_response → record. Every outcome, success or error, passes through `record`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method as HttpMethod, Request, Response, StatusCode, header};
+use http_body::Body;
+use tonic::metadata::MetadataMap;
+use transcode::rest::{Lookup, RequestBody, Route, Routes};
+use transcode::{Findings, Format, MessageDescriptor, Method, Schema, StreamingKind};
+
+use crate::EdgeConfig;
+pub use crate::body::ResponseBody;
+use crate::body::{BodyEnd, read_limited};
+use crate::downgrade::{Client, Downgrade, DowngradeLog, Reason};
+use crate::error::{Code, EdgeError};
+use crate::metrics::{DowngradeLabels, MethodLabels, MethodName, Metrics, RequestLabels};
+use crate::negotiate::{self, Negotiated};
+use crate::upstream::Upstreams;
+
+mod call;
+mod record;
+mod respond;
+mod streams;
+mod unary;
+
+use crate::headers::*;
+use call::UpstreamCall;
+use record::{Finish, Outcome, StreamEnd};
+use respond::*;
+
+/// Everything a request needs, built before serving and shared read-only.
+pub struct Edge {
+    schema: Schema,
+    routes: Routes,
+    upstreams: Upstreams,
+    config: EdgeConfig,
+    metrics: Metrics,
+    downgrades: DowngradeLog,
+    status: MessageDescriptor,
+    transcode: transcode::Options,
+    /// The method label of requests that name no method.
+    unknown_method: std::sync::Arc<str>,
+    /// `GET /openapi.json`: the OpenAPI document of the schema and the routes, built once.
+    openapi: Bytes,
+}
+
+/// One request's context: who asked, for what, in which formats, and what was downgraded.
+struct RequestCtx<'a> {
+    start: Instant,
+    /// The Accept header, for the format of an error answered before negotiation succeeded.
+    accept: Option<HeaderValue>,
+    method: Option<&'a Method>,
+    formats: Option<Negotiated>,
+    client: Client,
+    /// A streamed answer's final gRPC code, set by the stream when it ends.
+    stream_end: Option<Arc<StreamEnd>>,
+}
+
+/// What `route` found: the method, and the HTTP rule with its variables' raw values when
+/// the request came through one.
+type Routed<'s> = (&'s Method, Option<(&'s Arc<Route>, Vec<&'s str>)>);
+
+/// What a request addresses: a method, through its gRPC path or an HTTP rule.
+#[derive(Clone, Copy)]
+struct Target<'a, 'v> {
+    method: &'a Method,
+    /// The HTTP rule and its variables' raw values (None: `POST /pkg.Service/Method`).
+    route: Option<(&'a Arc<Route>, &'v [&'a str])>,
+}
+
+impl<'a> Target<'a, '_> {
+    fn rule(&self) -> Option<&'a Route> {
+        self.route.map(|(r, _)| &**r)
+    }
+}
+
+impl Edge {
+    pub fn new(schema: Schema, upstreams: Upstreams, config: EdgeConfig) -> Result<Edge, String> {
+        let status = schema
+            .message("google.rpc.Status")
+            .ok_or("the schema lacks google.rpc.Status and the bundled copy could not be added")?;
+        // An upstream for a service the schema lacks routes nothing: a misspelt name.
+        if let Some(missing) = upstreams
+            .services()
+            .find(|name| schema.methods().all(|m| &*m.service != *name))
+        {
+            let mut known: Vec<&str> = schema.methods().map(|m| &*m.service).collect();
+            known.sort_unstable();
+            known.dedup();
+            return Err(format!(
+                "services.\"{missing}\": the schema has no such service (it has {})",
+                known.join(", ")
+            ));
+        }
+        let routes = Routes::new(&schema, &config.http_rules).map_err(|e| e.to_string())?;
+        let openapi = transcode::openapi::document(&schema, &routes, "protogate");
+        let openapi = Bytes::from(openapi.to_string());
+        let downgrades = DowngradeLog::new(
+            config.downgrade_log_interval,
+            crate::downgrade::DEFAULT_CAPACITY,
+        );
+        Ok(Edge {
+            schema,
+            routes,
+            upstreams,
+            config,
+            metrics: Metrics::new(),
+            downgrades,
+            status,
+            transcode: transcode::Options::default(),
+            unknown_method: "unknown".into(),
+            openapi,
+        })
+    }
+
+    pub fn config(&self) -> &EdgeConfig {
+        &self.config
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    pub fn upstreams(&self) -> &Upstreams {
+        &self.upstreams
+    }
+
+    pub(crate) fn downgrade_log(&self) -> &DowngradeLog {
+        &self.downgrades
+    }
+
+    /// Serves one request. Never fails: every error becomes a response.
+    pub async fn handle<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display,
+    {
+        let path = req.uri().path();
+        match path {
+            "/healthz" => {
+                return plain(
+                    StatusCode::OK,
+                    "text/plain; charset=utf-8",
+                    Bytes::from_static(b"ok\n"),
+                );
+            }
+            "/readyz" => return self.readyz().await,
+            "/metrics" => {
+                return plain(
+                    StatusCode::OK,
+                    crate::metrics::CONTENT_TYPE,
+                    Bytes::from(self.metrics.render()),
+                );
+            }
+            "/openapi.json" => {
+                return plain(StatusCode::OK, "application/json", self.openapi.clone());
+            }
+            _ => {}
+        }
+        let headers = req.headers();
+        let mut ctx = RequestCtx {
+            start: Instant::now(),
+            accept: headers.get(header::ACCEPT).cloned(),
+            method: None,
+            formats: None,
+            client: Client::new(
+                header_str(headers, header::USER_AGENT),
+                header_str(headers, "x-client-id"),
+            ),
+            stream_end: None,
+        };
+        self.metrics.in_flight.inc();
+        let mut finish = Finish {
+            edge: Arc::clone(&self),
+            outcome: None,
+        };
+        let (head, body) = req.into_parts();
+        let result = self.dispatch(&mut ctx, &head, body).await;
+        let (mut response, code) = match result {
+            Ok(response) => (response, Code::Ok),
+            Err(err) => (self.error_response(&mut ctx, &err), err.code_and_status().0),
+        };
+        finish.outcome = Some(Outcome::of(ctx, response.status(), code));
+        if response.body().is_stream() {
+            // A stream is in flight, and its duration runs, until its last frame is sent.
+            response.body_mut().on_end(finish);
+        }
+        response
+    }
+
+    /// Routes a request to its method and serves it by the method's shape.
+    async fn dispatch<'s, B>(
+        self: &'s Arc<Self>,
+        ctx: &mut RequestCtx<'s>,
+        head: &'s http::request::Parts,
+        body: B,
+    ) -> Result<Response<ResponseBody>, EdgeError>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display,
+    {
+        // HTTP/1.1's own bound on the head is hyper's read buffer, which grows by doubling (a
+        // 24 KiB limit let 32 KiB through); HTTP/2's is exact (h2's header list size).
+        if head.version < http::Version::HTTP_2
+            && http1_head_size(head) > self.config.max_header_bytes
+        {
+            return Err(EdgeError::HeadTooLarge {
+                limit: self.config.max_header_bytes,
+            });
+        }
+        let (method, rule) = self.route(ctx, head)?;
+        let target = Target {
+            method,
+            route: rule
+                .as_ref()
+                .map(|(route, values)| (*route, values.as_slice())),
+        };
+        ctx.method = Some(target.method);
+        match target.method.streaming {
+            StreamingKind::Unary => self.unary(ctx, head, target, body).await,
+            StreamingKind::ServerStreaming => self.server_stream(ctx, head, target, body).await,
+            StreamingKind::ClientStreaming | StreamingKind::Bidirectional => {
+                self.client_stream(ctx, head, target, body).await
+            }
+        }
+    }
+
+    /// route: `POST /pkg.Service/Method` names a method by its gRPC path; anything else is
+    /// looked up among the HTTP rules (most specific first). The method, and the rule with its
+    /// variables' raw values when one matched.
+    fn route<'s>(
+        &'s self,
+        ctx: &mut RequestCtx<'s>,
+        head: &'s http::request::Parts,
+    ) -> Result<Routed<'s>, EdgeError> {
+        let path = head.uri.path();
+        let grpc_path = self.schema.method(path);
+        if let Some(method) = grpc_path
+            && head.method == HttpMethod::POST
+        {
+            return Ok((method, None));
+        }
+        match self.routes.find(head.method.as_str(), path) {
+            Lookup::Found(route, values) => Ok((&route.method, Some((route, values)))),
+            Lookup::MethodNotAllowed(allow) => {
+                let mut allow = allow.join(", ");
+                if grpc_path.is_some() {
+                    allow.push_str(", POST");
+                }
+                Err(EdgeError::MethodNotAllowed {
+                    what: format!("path {path}"),
+                    allow,
+                })
+            }
+            Lookup::NotFound => Err(match grpc_path {
+                Some(method) => {
+                    ctx.method = Some(method);
+                    EdgeError::MethodNotAllowed {
+                        what: format!("method {}", method.full_name),
+                        allow: "POST".into(),
+                    }
+                }
+                None => EdgeError::UnknownMethod(format!("{} {path}", head.method)),
+            }),
+        }
+    }
+
+    /// Ready when the schema is loaded (it is, or we would not be serving) and every upstream
+    /// accepts a TCP connection.
+    async fn readyz(&self) -> Response<ResponseBody> {
+        let problems = self.upstreams.unreachable(Duration::from_secs(1)).await;
+        if problems.is_empty() {
+            plain(
+                StatusCode::OK,
+                "text/plain; charset=utf-8",
+                Bytes::from_static(b"ready\n"),
+            )
+        } else {
+            let text = format!("not ready: upstream unreachable: {}\n", problems.join("; "));
+            plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain; charset=utf-8",
+                Bytes::from(text),
+            )
+        }
+    }
+}
+
+/// A transcoding error as the client's: a request that does not map onto the method under its
+/// HTTP rule is a bad request; anything else is a bad body.
+fn bad_request(e: transcode::Error) -> EdgeError {
+    match e.kind() {
+        transcode::ErrorKind::Request { .. } => EdgeError::BadRequest(e.to_string()),
+        _ => EdgeError::BadBody(e),
+    }
+}

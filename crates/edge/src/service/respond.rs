@@ -1,0 +1,173 @@
+//! Answers: error answers as google.rpc.Status in the negotiated format, the status records
+//! of streams, downgrade accounting of every rendering, and the small response builders.
+
+use super::*;
+
+impl Edge {
+    /// Counts the downgrades of one rendering of a protobuf message as `to`, and logs them
+    /// (rate-limited) when `log` (a stream logs its first message's only).
+    pub(super) fn note_downgrades(
+        &self,
+        method: &Method,
+        client: &Client,
+        fallback: bool,
+        to: Format,
+        findings: &Findings,
+        log: bool,
+    ) {
+        let note = |reason: Reason, findings: Option<&Findings>| {
+            self.metrics
+                .downgrades
+                .get_or_create(&DowngradeLabels {
+                    method: MethodName(method.full_name.clone()),
+                    reason: reason.as_str(),
+                })
+                .inc();
+            if log {
+                self.downgrades.record(&Downgrade {
+                    method: &method.full_name,
+                    reason,
+                    format: to,
+                    client,
+                    findings,
+                });
+            }
+        };
+        if to == Format::Json {
+            note(
+                if fallback {
+                    Reason::AcceptFallback
+                } else {
+                    Reason::JsonRequested
+                },
+                None,
+            );
+        }
+        if findings.dropped_data() {
+            note(Reason::UnknownFields, Some(findings));
+        }
+    }
+
+    /// Renders an error as google.rpc.Status in the negotiated format (or the one Accept
+    /// asks for when negotiation itself failed).
+    pub(super) fn error_response(
+        &self,
+        ctx: &mut RequestCtx<'_>,
+        err: &EdgeError,
+    ) -> Response<ResponseBody> {
+        let (code, status) = err.code_and_status();
+        let message = err.to_string();
+        if status.is_server_error() {
+            tracing::warn!(method = ctx.method.map(|m| &*m.full_name), status = status.as_u16(), error = %message, "request failed");
+        } else {
+            tracing::debug!(method = ctx.method.map(|m| &*m.full_name), status = status.as_u16(), error = %message, "request rejected");
+        }
+        let format = match ctx.formats {
+            Some(f) => f.response,
+            None => negotiate::response_format(Format::Json, ctx.accept.as_ref(), false, true)
+                .map_or(Format::Json, |(f, _)| f),
+        };
+        let (body, findings) = self.status_rendering(err, format);
+        if let (Some(findings), Some(method)) = (findings, ctx.method) {
+            let fallback = ctx.formats.is_some_and(|f| f.fallback);
+            self.note_downgrades(method, &ctx.client, fallback, format, &findings, true);
+        }
+        let mut response = plain(status, negotiate::content_type(format), body);
+        let headers = response.headers_mut();
+        put_status_headers(headers, code, &message);
+        if let EdgeError::MethodNotAllowed { allow, .. } = err
+            && let Ok(v) = HeaderValue::from_str(allow)
+        {
+            headers.insert(header::ALLOW, v);
+        }
+        if let EdgeError::Upstream(u) = err {
+            headers.extend(u.metadata.clone());
+        }
+        response
+    }
+
+    /// An error as google.rpc.Status in `format` (mid-stream status records).
+    pub(super) fn status_body(&self, err: &EdgeError, format: Format) -> Bytes {
+        self.status_rendering(err, format).0
+    }
+
+    /// An error as google.rpc.Status in `format`, and the findings of rendering upstream
+    /// details (a downgrade) when there were any.
+    pub(super) fn status_rendering(
+        &self,
+        err: &EdgeError,
+        format: Format,
+    ) -> (Bytes, Option<Findings>) {
+        let (code, _) = err.code_and_status();
+        let message = err.to_string();
+        // Upstream details travel as they came: grpc-status-details-bin is a google.rpc.Status.
+        let upstream_details = match err {
+            EdgeError::Upstream(u) => u.details.clone(),
+            _ => None,
+        };
+        let from_upstream = upstream_details.is_some();
+        let status_bytes = upstream_details
+            .unwrap_or_else(|| Bytes::from(transcode::encode_status(code as i32, &message)));
+        if format == Format::Protobuf {
+            return (status_bytes, None);
+        }
+        let mut out = Vec::new();
+        match self.schema.from_protobuf(
+            &self.status,
+            format,
+            &status_bytes,
+            &mut out,
+            &self.transcode,
+        ) {
+            Ok(findings) => (Bytes::from(out), from_upstream.then_some(findings)),
+            Err(e) => {
+                tracing::warn!(error = %e, "upstream grpc-status-details-bin does not render; sending code and message only");
+                let fallback = transcode::encode_status(code as i32, &message);
+                let mut out = Vec::new();
+                let _ = self.schema.from_protobuf(
+                    &self.status,
+                    format,
+                    &fallback,
+                    &mut out,
+                    &self.transcode,
+                );
+                (Bytes::from(out), None)
+            }
+        }
+    }
+}
+
+/// A protobuf answer goes back as it came, unless `response_body` picks a part of it.
+pub(super) fn passes_through(to: Format, route: Option<&Route>) -> bool {
+    to == Format::Protobuf && route.is_none_or(|r| r.response_body.is_none())
+}
+
+/// A google.api.HttpBody answer: its bytes under its own content type.
+pub(super) fn raw_response(content_type: &str, data: Bytes) -> Response<ResponseBody> {
+    let mut r = Response::new(ResponseBody::full(data));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, raw_content_type(content_type));
+    r
+}
+
+/// An HttpBody's content type as a header (application/octet-stream when it has none).
+pub(super) fn raw_content_type(content_type: &str) -> HeaderValue {
+    HeaderValue::from_str(content_type)
+        .ok()
+        .filter(|_| !content_type.is_empty())
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"))
+}
+
+pub(super) fn plain(
+    status: StatusCode,
+    content_type: &'static str,
+    body: Bytes,
+) -> Response<ResponseBody> {
+    let mut r = Response::new(ResponseBody::full(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept"));
+    r
+}
