@@ -1,6 +1,7 @@
 //! Content negotiation: the request's format from Content-Type, the response's from Accept.
 //!
-//! A pure function of two headers, computed once per request; nothing reads Accept later.
+//! Pure functions of two headers. The request path calls them once per request, in its `negotiate`
+//! step (`service/plan.rs`), whose plan every later step reads.
 
 use http::HeaderValue;
 use transcode::Format;
@@ -10,15 +11,6 @@ use transcode::stream::{Framing, InFraming};
 
 use crate::error::EdgeError;
 use crate::media_type::{self, MediaType};
-
-/// The formats a request is read and answered in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Negotiated {
-    pub request: Format,
-    pub response: Format,
-    /// Accept named nothing we serve, so JSON is served anyway (`accept_fallback`).
-    pub fallback: bool,
-}
 
 /// The server's preference among formats tied at the same q: protobuf > msgpack > JSON.
 const PREFERENCE: [Format; 3] = [Format::Protobuf, Format::Msgpack, Format::Json];

@@ -9,6 +9,7 @@ use http::{HeaderMap, HeaderValue, Method as HttpMethod, Request, Response, Stat
 use http_body::Body;
 use tonic::metadata::MetadataMap;
 use transcode::rest::{Lookup, RequestBody, Route, Routes};
+use transcode::stream::{Framing, InFraming};
 use transcode::{Findings, Format, MessageDescriptor, Method, Schema, StreamingKind};
 
 use crate::EdgeConfig;
@@ -17,10 +18,11 @@ use crate::body::{BodyEnd, read_limited};
 use crate::downgrade::{Client, Downgrade, DowngradeLog, Reason};
 use crate::error::{Code, EdgeError};
 use crate::metrics::{DowngradeLabels, MethodLabels, MethodName, Metrics, RequestLabels};
-use crate::negotiate::{self, Negotiated};
+use crate::negotiate;
 use crate::upstream::Upstreams;
 
 mod call;
+mod plan;
 mod record;
 mod respond;
 mod streams;
@@ -28,6 +30,7 @@ mod unary;
 
 use crate::headers::*;
 use call::UpstreamCall;
+use plan::Plan;
 use record::{Finish, Outcome, StreamEnd};
 use respond::*;
 
@@ -50,10 +53,9 @@ pub struct Edge {
 /// One request's context: who asked, for what, in which formats, and what was downgraded.
 struct RequestCtx<'a> {
     start: Instant,
-    /// The Accept header, for the format of an error answered before negotiation succeeded.
-    accept: Option<HeaderValue>,
     method: Option<&'a Method>,
-    formats: Option<Negotiated>,
+    /// What `negotiate` decided, once it has.
+    plan: Option<Plan>,
     client: Client,
     /// A streamed answer's final gRPC code, set by the stream when it ends.
     stream_end: Option<Arc<StreamEnd>>,
@@ -167,9 +169,8 @@ impl Edge {
         let headers = req.headers();
         let mut ctx = RequestCtx {
             start: Instant::now(),
-            accept: headers.get(header::ACCEPT).cloned(),
             method: None,
-            formats: None,
+            plan: None,
             client: Client::new(
                 header_str(headers, header::USER_AGENT),
                 header_str(headers, "x-client-id"),
@@ -185,7 +186,10 @@ impl Edge {
         let result = self.dispatch(&mut ctx, &head, body).await;
         let (mut response, code) = match result {
             Ok(response) => (response, Code::Ok),
-            Err(err) => (self.error_response(&mut ctx, &err), err.code_and_status().0),
+            Err(err) => (
+                self.error_response(&mut ctx, &head.headers, &err),
+                err.code_and_status().0,
+            ),
         };
         finish.outcome = Some(Outcome::of(ctx, response.status(), code));
         if response.body().is_stream() {
@@ -223,11 +227,15 @@ impl Edge {
                 .map(|(route, values)| (*route, values.as_slice())),
         };
         ctx.method = Some(target.method);
+        let plan = self.negotiate(head, target)?;
+        ctx.plan = Some(plan);
         match target.method.streaming {
-            StreamingKind::Unary => self.unary(ctx, head, target, body).await,
-            StreamingKind::ServerStreaming => self.server_stream(ctx, head, target, body).await,
+            StreamingKind::Unary => self.unary(ctx, head, target, plan, body).await,
+            StreamingKind::ServerStreaming => {
+                self.server_stream(ctx, head, target, plan, body).await
+            }
             StreamingKind::ClientStreaming | StreamingKind::Bidirectional => {
-                self.client_stream(ctx, head, target, body).await
+                self.client_stream(ctx, head, target, plan, body).await
             }
         }
     }

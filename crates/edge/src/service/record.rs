@@ -63,7 +63,7 @@ pub(super) struct Outcome {
 
 impl Outcome {
     pub(super) fn of(ctx: RequestCtx<'_>, status: StatusCode, grpc_code: Code) -> Outcome {
-        let (request_format, response_format) = ctx.formats.map_or(("unknown", "unknown"), |f| {
+        let (request_format, response_format) = ctx.plan.map_or(("unknown", "unknown"), |f| {
             (f.request.as_str(), f.response.as_str())
         });
         Outcome {

@@ -48,11 +48,12 @@ impl Edge {
         }
     }
 
-    /// Renders an error as google.rpc.Status in the negotiated format (or the one Accept
-    /// asks for when negotiation itself failed).
+    /// Renders an error as google.rpc.Status in the plan's format (or, when the request
+    /// failed before it had a plan, the one its Accept asks for).
     pub(super) fn error_response(
         &self,
         ctx: &mut RequestCtx<'_>,
+        headers: &HeaderMap,
         err: &EdgeError,
     ) -> Response<ResponseBody> {
         let (code, status) = err.code_and_status();
@@ -62,14 +63,16 @@ impl Edge {
         } else {
             tracing::debug!(method = ctx.method.map(|m| &*m.full_name), status = status.as_u16(), error = %message, "request rejected");
         }
-        let format = match ctx.formats {
-            Some(f) => f.response,
-            None => negotiate::response_format(Format::Json, ctx.accept.as_ref(), false, true)
-                .map_or(Format::Json, |(f, _)| f),
+        let format = match ctx.plan {
+            Some(plan) => plan.response,
+            None => {
+                negotiate::response_format(Format::Json, headers.get(header::ACCEPT), false, true)
+                    .map_or(Format::Json, |(f, _)| f)
+            }
         };
         let (body, findings) = self.status_rendering(err, format);
         if let (Some(findings), Some(method)) = (findings, ctx.method) {
-            let fallback = ctx.formats.is_some_and(|f| f.fallback);
+            let fallback = ctx.plan.is_some_and(|p| p.fallback);
             self.note_downgrades(method, &ctx.client, fallback, format, &findings, true);
         }
         let mut response = plain(status, negotiate::content_type(format), body);

@@ -12,7 +12,7 @@ use futures_util::FutureExt as _;
 use http_body::Frame;
 use http_body_util::BodyExt;
 use tokio::sync::{mpsc, oneshot};
-use transcode::stream::{Framing, InFraming, Splitter};
+use transcode::stream::Splitter;
 
 use super::*;
 
@@ -68,41 +68,14 @@ struct Opened {
     call: UpstreamCall<'static>,
 }
 
-/// The framing a missing Accept picks: the request's own.
-fn default_framing(request: Format) -> Framing {
-    match request {
-        Format::Json => Framing::JsonArray,
-        Format::Msgpack => Framing::Msgpack,
-        Format::Protobuf => Framing::Delimited,
-    }
-}
-
 impl Edge {
-    /// The response framing of a streaming answer; `request` is the request's format.
-    fn negotiate_framing(
-        &self,
-        head: &http::request::Parts,
-        target: Target<'_, '_>,
-        default: Framing,
-    ) -> Result<(Framing, bool), EdgeError> {
-        let route = target.rule();
-        if route.is_some_and(Route::raw_response) {
-            return Ok((default, false));
-        }
-        negotiate::response_framing(
-            default,
-            head.headers.get(header::ACCEPT),
-            self.config.strict_accept,
-            route.is_none_or(Route::protobuf_response),
-        )
-    }
-
     /// A server-streaming method: one request message, built as a unary request's.
     pub(super) async fn server_stream<'s, B>(
         self: &'s Arc<Self>,
         ctx: &mut RequestCtx<'s>,
         head: &http::request::Parts,
         target: Target<'s, '_>,
+        plan: Plan,
         body: B,
     ) -> Result<Response<ResponseBody>, EdgeError>
     where
@@ -110,18 +83,10 @@ impl Edge {
         B::Error: std::fmt::Display,
     {
         let method = target.method;
-        let request = self.request_format(head, target)?;
-        let (framing, fallback) = self.negotiate_framing(head, target, default_framing(request))?;
-        let formats = Negotiated {
-            request,
-            response: framing.format(),
-            fallback,
-        };
-        ctx.formats = Some(formats);
-        // A stream lasts as long as it lasts: only the client's own deadline applies.
-        let timeout = client_timeout(&head.headers)?;
-        let message = self.decode_request(head, target, formats, body).await?;
-        let sent = (formats.request == Format::Protobuf).then(|| message.clone());
+        let framing = plan.out_framing.unwrap_or(Framing::JsonArray);
+        let timeout = plan.deadline;
+        let message = self.decode_request(head, target, plan, body).await?;
+        let sent = (plan.request == Format::Protobuf).then(|| message.clone());
         let call = self.upstreams.streaming(
             &method.service,
             &method.path,
@@ -151,6 +116,7 @@ impl Edge {
         ctx: &mut RequestCtx<'s>,
         head: &http::request::Parts,
         target: Target<'s, '_>,
+        plan: Plan,
         body: B,
     ) -> Result<Response<ResponseBody>, EdgeError>
     where
@@ -159,53 +125,12 @@ impl Edge {
     {
         let method = target.method;
         let bidi = method.streaming == StreamingKind::Bidirectional;
-        if bidi && head.version != http::Version::HTTP_2 {
-            return Err(EdgeError::NotImplemented(format!(
-                "method {} streams both ways: it is served over HTTP/2 only (h2c with prior knowledge); this request came over {:?}",
-                method.full_name, head.version
-            )));
-        }
-        // Rules for request streams bind no path variables (checked when the routes load).
-        if let Some((route, _)) = target.route
-            && head.uri.query().is_some_and(|q| !q.is_empty())
-        {
-            return Err(EdgeError::BadRequest(format!(
-                "{} {} streams its requests: every field comes from the body's messages, not from the query",
-                route.rule.method, route.rule.path
-            )));
-        }
-        let in_framing = negotiate::request_framing(head.headers.get(header::CONTENT_TYPE))?;
-        let request = in_framing.format();
-        let default = match in_framing {
-            InFraming::Ndjson => Framing::Ndjson,
-            _ => default_framing(request),
-        };
-        let mut formats = Negotiated {
-            request,
-            response: request,
-            fallback: false,
-        };
-        let framing = if bidi {
-            let (framing, fallback) = self.negotiate_framing(head, target, default)?;
-            formats.response = framing.format();
-            formats.fallback = fallback;
-            Some(framing)
-        } else {
-            (formats.response, formats.fallback) = self.response_format(head, target, request)?;
-            None
-        };
-        ctx.formats = Some(formats);
-        // A client stream gets one answer: the unary deadline applies. A bidirectional one
-        // lasts as long as both sides talk: only the client's own deadline, and no limit on
-        // the pauses between its messages.
-        let (timeout, idle_limit) = if bidi {
-            (client_timeout(&head.headers)?, None)
-        } else {
-            (
-                Some(self.deadline(head)?),
-                Some(self.config.body_read_timeout),
-            )
-        };
+        let in_framing = plan.in_framing.unwrap_or(InFraming::Ndjson);
+        // A client stream gets one answer (the plan has the unary deadline) and a limit on
+        // the pauses between its messages; a bidirectional one lasts as long as both sides
+        // talk.
+        let timeout = plan.deadline;
+        let idle_limit = (!bidi).then_some(self.config.body_read_timeout);
         let metadata = upstream_metadata(&head.headers);
         let (tx, rx) = mpsc::channel(IN_FLIGHT);
         let requests = RequestStream { rx, ended: false };
@@ -220,7 +145,7 @@ impl Edge {
             idle_limit,
             bidi.then_some(client_gone),
         );
-        let Some(framing) = framing else {
+        let Some(framing) = plan.out_framing.filter(|_| bidi) else {
             // Client streaming: the call and the pump run together; a failing body cancels
             // the call (it is dropped without the request stream having ended).
             let call = self.upstreams.client_streaming(
@@ -243,7 +168,7 @@ impl Edge {
                 }
             };
             let (answer, _) = answer?;
-            let mut response = self.encode_response(ctx, target, formats, &answer.body)?;
+            let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
             response
                 .headers_mut()
                 .extend(metadata_headers(answer.metadata.into_headers()));
@@ -322,7 +247,7 @@ impl Edge {
             method: target.method.clone(),
             route,
             client: ctx.client.clone(),
-            fallback: ctx.formats.is_some_and(|f| f.fallback),
+            fallback: ctx.plan.is_some_and(|p| p.fallback),
             framing,
             raw,
             first,

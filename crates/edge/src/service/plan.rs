@@ -1,0 +1,141 @@
+//! `negotiate`: the one step that reads Content-Type, Accept and the deadline headers, for
+//! every call shape, into the request's [`Plan`]. The plan is kept in the request's context:
+//! every later step reads it, error answers and the record included.
+
+use super::*;
+
+/// How one request is read and answered.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Plan {
+    /// The request's format (a request stream: its framing's).
+    pub(super) request: Format,
+    /// The Content-Type's format, when it names one we read. Under an HTTP rule a request
+    /// without one is taken as JSON (`request`), and a body is refused (415) once it is
+    /// known to be non-empty.
+    pub(super) body_type: Option<Format>,
+    /// A request stream's framing.
+    pub(super) in_framing: Option<InFraming>,
+    /// The answer's format (a response stream: its framing's).
+    pub(super) response: Format,
+    /// A response stream's framing.
+    pub(super) out_framing: Option<Framing>,
+    /// Accept named nothing we serve: answered in JSON all the same (`accept_fallback`).
+    pub(super) fallback: bool,
+    /// The upstream call's deadline: the client's capped by `upstream_timeout` for calls with
+    /// one answer; the client's own, if any, for response streams.
+    pub(super) deadline: Option<Duration>,
+}
+
+impl Edge {
+    /// negotiate: the plan of a request addressed to `target`.
+    pub(super) fn negotiate(
+        &self,
+        head: &http::request::Parts,
+        target: Target<'_, '_>,
+    ) -> Result<Plan, EdgeError> {
+        let method = target.method;
+        let route = target.rule();
+        let content_type = head.headers.get(header::CONTENT_TYPE);
+        let streams_in = matches!(
+            method.streaming,
+            StreamingKind::ClientStreaming | StreamingKind::Bidirectional
+        );
+        let streams_out = matches!(
+            method.streaming,
+            StreamingKind::ServerStreaming | StreamingKind::Bidirectional
+        );
+        let (request, body_type, in_framing) = if streams_in {
+            self.servable_request_stream(head, target)?;
+            let framing = negotiate::request_framing(content_type)?;
+            (framing.format(), Some(framing.format()), Some(framing))
+        } else {
+            let body_type = match (route, negotiate::request_format(content_type)) {
+                (None, Err(e)) => return Err(e),
+                (_, found) => found.ok(),
+            };
+            let request = match route {
+                Some(route) if route.raw_request() => Format::Json,
+                _ => body_type.unwrap_or(Format::Json),
+            };
+            (request, body_type, None)
+        };
+        // A google.api.HttpBody answer is raw: nothing to negotiate (reported as protobuf, or
+        // as the request stream's framing).
+        let raw = route.is_some_and(Route::raw_response);
+        let protobuf = route.is_none_or(Route::protobuf_response);
+        let accept = head.headers.get(header::ACCEPT);
+        let strict = self.config.strict_accept;
+        let (response, out_framing, fallback) = if streams_out {
+            let default = match in_framing {
+                Some(InFraming::Ndjson) => Framing::Ndjson,
+                _ => default_framing(request),
+            };
+            let (framing, fallback) = if raw {
+                (default, false)
+            } else {
+                negotiate::response_framing(default, accept, strict, protobuf)?
+            };
+            (framing.format(), Some(framing), fallback)
+        } else if raw {
+            (Format::Protobuf, None, false)
+        } else {
+            let (format, fallback) = negotiate::response_format(request, accept, strict, protobuf)?;
+            (format, None, fallback)
+        };
+        // One answer: the unary deadline. A response stream lasts as long as it lasts: only
+        // the client's own deadline.
+        let client = client_timeout(&head.headers)?;
+        let deadline = if streams_out {
+            client
+        } else {
+            let cap = self.config.upstream_timeout;
+            Some(client.map_or(cap, |t| t.min(cap)))
+        };
+        Ok(Plan {
+            request,
+            body_type,
+            in_framing,
+            response,
+            out_framing,
+            fallback,
+            deadline,
+        })
+    }
+
+    /// What a request stream needs before its framing is looked at: a bidirectional stream
+    /// needs HTTP/2 (both directions at once); a rule for request streams binds nothing from
+    /// the query.
+    fn servable_request_stream(
+        &self,
+        head: &http::request::Parts,
+        target: Target<'_, '_>,
+    ) -> Result<(), EdgeError> {
+        let method = target.method;
+        if method.streaming == StreamingKind::Bidirectional && head.version != http::Version::HTTP_2
+        {
+            return Err(EdgeError::NotImplemented(format!(
+                "method {} streams both ways: it is served over HTTP/2 only (h2c with prior knowledge); this request came over {:?}",
+                method.full_name, head.version
+            )));
+        }
+        // Rules for request streams bind no path variables (checked when the routes load).
+        if let Some((route, _)) = target.route
+            && head.uri.query().is_some_and(|q| !q.is_empty())
+        {
+            return Err(EdgeError::BadRequest(format!(
+                "{} {} streams its requests: every field comes from the body's messages, not from the query",
+                route.rule.method, route.rule.path
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The framing a missing Accept picks: the request's own.
+fn default_framing(request: Format) -> Framing {
+    match request {
+        Format::Json => Framing::JsonArray,
+        Format::Msgpack => Framing::Msgpack,
+        Format::Protobuf => Framing::Delimited,
+    }
+}
