@@ -50,6 +50,8 @@ wait_for() {
 bg=
 start() {
   local n=$((${#pids[@]}))
+  : >"$work/bg$n.out"
+  : >"$work/bg$n.err"
   setsid bash -c "$1" >"$work/bg$n.out" 2>"$work/bg$n.err" </dev/null &
   bg=$!
   pids+=("$bg")
