@@ -234,9 +234,10 @@ impl Edge {
             StreamingKind::ServerStreaming => {
                 self.server_stream(ctx, head, target, plan, body).await
             }
-            StreamingKind::ClientStreaming | StreamingKind::Bidirectional => {
+            StreamingKind::ClientStreaming => {
                 self.client_stream(ctx, head, target, plan, body).await
             }
+            StreamingKind::Bidirectional => self.bidi_stream(ctx, head, target, plan, body).await,
         }
     }
 

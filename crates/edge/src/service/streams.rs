@@ -110,7 +110,9 @@ impl Edge {
         self.stream_response(ctx, target, framing, opened, None)
     }
 
-    /// A client-streaming or bidirectional method: the body is a stream of messages.
+    /// A client-streaming method: the body is a stream of messages, the answer one message.
+    /// The call and the pump run together; a failing body cancels the call (it is dropped
+    /// without the request stream having ended).
     pub(super) async fn client_stream<'s, B>(
         self: &'s Arc<Self>,
         ctx: &mut RequestCtx<'s>,
@@ -124,68 +126,66 @@ impl Edge {
         B::Error: std::fmt::Display,
     {
         let method = target.method;
-        let bidi = method.streaming == StreamingKind::Bidirectional;
-        let in_framing = plan.in_framing.unwrap_or(InFraming::Ndjson);
-        // A client stream gets one answer (the plan has the unary deadline) and a limit on
-        // the pauses between its messages; a bidirectional one lasts as long as both sides
-        // talk.
-        let timeout = plan.deadline;
-        let idle_limit = (!bidi).then_some(self.config.body_read_timeout);
-        let metadata = upstream_metadata(&head.headers);
-        let (tx, rx) = mpsc::channel(IN_FLIGHT);
-        let requests = RequestStream { rx, ended: false };
-        // A bidirectional stream's request side ends when its response stream is dropped.
-        let (alive, client_gone) = oneshot::channel::<()>();
-        let pump = pump(
-            self.clone(),
-            method.input.clone(),
-            in_framing,
-            body,
-            tx,
-            idle_limit,
-            bidi.then_some(client_gone),
+        let (requests, pump) = self.request_stream(method, plan, body, None);
+        let call = self.upstreams.client_streaming(
+            &method.service,
+            &method.path,
+            requests,
+            upstream_metadata(&head.headers),
+            plan.deadline,
         );
-        let Some(framing) = plan.out_framing.filter(|_| bidi) else {
-            // Client streaming: the call and the pump run together; a failing body cancels
-            // the call (it is dropped without the request stream having ended).
-            let call = self.upstreams.client_streaming(
-                &method.service,
-                &method.path,
-                requests,
-                metadata,
-                timeout,
-            );
-            let call = self.call_upstream(method, timeout, None, call);
-            tokio::pin!(call, pump);
-            let mut pumping = true;
-            let answer = loop {
-                tokio::select! {
-                    answer = &mut call => break answer,
-                    pumped = &mut pump, if pumping => {
-                        pumped?;
-                        pumping = false;
-                    }
+        let call = self.call_upstream(method, plan.deadline, None, call);
+        tokio::pin!(call, pump);
+        let mut pumping = true;
+        let answer = loop {
+            tokio::select! {
+                answer = &mut call => break answer,
+                pumped = &mut pump, if pumping => {
+                    pumped?;
+                    pumping = false;
                 }
-            };
-            let (answer, _) = answer?;
-            let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
-            response
-                .headers_mut()
-                .extend(metadata_headers(answer.metadata.into_headers()));
-            return Ok(response);
+            }
         };
+        let (answer, _) = answer?;
+        let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
+        response
+            .headers_mut()
+            .extend(metadata_headers(answer.metadata.into_headers()));
+        Ok(response)
+    }
 
-        // Bidirectional: the pump runs on its own; its failure ends the response stream.
+    /// A bidirectional method (HTTP/2 only, checked by `negotiate`): the request stream is
+    /// pumped on its own task while the answers stream back; the pump's failure ends the
+    /// response stream, and the response stream's end (its client gone) stops the pump.
+    pub(super) async fn bidi_stream<'s, B>(
+        self: &'s Arc<Self>,
+        ctx: &mut RequestCtx<'s>,
+        head: &http::request::Parts,
+        target: Target<'s, '_>,
+        plan: Plan,
+        body: B,
+    ) -> Result<Response<ResponseBody>, EdgeError>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display,
+    {
+        let method = target.method;
+        let (alive, client_gone) = oneshot::channel::<()>();
+        let (requests, pump) = self.request_stream(method, plan, body, Some(client_gone));
         let (failed_tx, mut failed) = oneshot::channel();
         tokio::spawn(async move {
             if let Err(e) = pump.await {
                 let _ = failed_tx.send(e);
             }
         });
-        let call =
-            self.upstreams
-                .streaming(&method.service, &method.path, requests, metadata, timeout);
-        let call = self.call_upstream(method, timeout, None, call);
+        let call = self.upstreams.streaming(
+            &method.service,
+            &method.path,
+            requests,
+            upstream_metadata(&head.headers),
+            plan.deadline,
+        );
+        let call = self.call_upstream(method, plan.deadline, None, call);
         tokio::pin!(call);
         let mut watching = true;
         let opened = loop {
@@ -208,7 +208,40 @@ impl Edge {
             failed,
             _alive: alive,
         });
+        let framing = plan.out_framing.unwrap_or(Framing::JsonArray);
         self.stream_response(ctx, target, framing, opened, request_side)
+    }
+
+    /// The request stream of a client or bidirectional call: what the upstream call reads,
+    /// and the pump that fills it from the body. A client stream (no `client_gone`) is held
+    /// to `body_read_timeout` between messages; a bidirectional one lasts as long as both
+    /// sides talk.
+    fn request_stream<B>(
+        self: &Arc<Self>,
+        method: &Method,
+        plan: Plan,
+        body: B,
+        client_gone: Option<oneshot::Receiver<()>>,
+    ) -> (
+        RequestStream,
+        impl Future<Output = Result<(), EdgeError>> + use<B>,
+    )
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display,
+    {
+        let (tx, rx) = mpsc::channel(IN_FLIGHT);
+        let pump = Pump {
+            edge: self.clone(),
+            input: method.input.clone(),
+            framing: plan.in_framing.unwrap_or(InFraming::Ndjson),
+            tx,
+            idle_limit: client_gone
+                .is_none()
+                .then_some(self.config.body_read_timeout),
+            client_gone,
+        };
+        (RequestStream { rx, ended: false }, pump.run(body))
     }
 
     /// The streaming response: headers now, then one frame per upstream message, then the
@@ -285,82 +318,96 @@ impl Edge {
 /// Reads the request body as it arrives, splits it into messages, converts each to protobuf
 /// and hands it to the upstream call. The body is held to `max_stream_bytes` overall and each
 /// message to `max_body_bytes`; a pause longer than `idle_limit` (when given) is a 408.
-async fn pump<B>(
+struct Pump {
     edge: Arc<Edge>,
     input: MessageDescriptor,
     framing: InFraming,
-    mut body: B,
     tx: mpsc::Sender<Item>,
     idle_limit: Option<Duration>,
-    mut client_gone: Option<oneshot::Receiver<()>>,
-) -> Result<(), EdgeError>
-where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: std::fmt::Display,
-{
-    let config = &edge.config;
-    let mut splitter = Splitter::new(framing, config.max_body_bytes);
-    let mut total = 0usize;
-    let mut ended = false;
-    loop {
-        if !ended {
-            let next = async {
-                match idle_limit {
-                    Some(limit) => tokio::time::timeout(limit, body.frame()).await,
-                    None => Ok(body.frame().await),
-                }
-            };
-            // A client that drops the response need not close its request body first.
-            let frame = match &mut client_gone {
-                Some(gone) => tokio::select! {
-                    frame = next => frame,
-                    _ = gone => return Err(EdgeError::ClientClosed("the client left the stream".into())),
-                },
-                None => next.await,
-            };
-            match frame {
-                Err(_) => return Err(EdgeError::BodyTimeout),
-                Ok(None) => {
-                    ended = true;
-                    splitter.end();
-                }
-                Ok(Some(Err(e))) => return Err(EdgeError::ClientClosed(e.to_string())),
-                Ok(Some(Ok(frame))) => {
-                    if let Ok(data) = frame.into_data() {
-                        total += data.len();
-                        if total > config.max_stream_bytes {
-                            return Err(EdgeError::PayloadTooLarge {
-                                limit: config.max_stream_bytes,
-                            });
+    /// A bidirectional stream's response side, gone when its client is.
+    client_gone: Option<oneshot::Receiver<()>>,
+}
+
+impl Pump {
+    async fn run<B>(self, mut body: B) -> Result<(), EdgeError>
+    where
+        B: Body<Data = Bytes> + Unpin,
+        B::Error: std::fmt::Display,
+    {
+        let Pump {
+            edge,
+            input,
+            framing,
+            tx,
+            idle_limit,
+            mut client_gone,
+        } = self;
+        let config = &edge.config;
+        let mut splitter = Splitter::new(framing, config.max_body_bytes);
+        let mut total = 0usize;
+        let mut ended = false;
+        loop {
+            if !ended {
+                let next = async {
+                    match idle_limit {
+                        Some(limit) => tokio::time::timeout(limit, body.frame()).await,
+                        None => Ok(body.frame().await),
+                    }
+                };
+                // A client that drops the response need not close its request body first.
+                let frame = match &mut client_gone {
+                    Some(gone) => tokio::select! {
+                        frame = next => frame,
+                        _ = gone => return Err(EdgeError::ClientClosed("the client left the stream".into())),
+                    },
+                    None => next.await,
+                };
+                match frame {
+                    Err(_) => return Err(EdgeError::BodyTimeout),
+                    Ok(None) => {
+                        ended = true;
+                        splitter.end();
+                    }
+                    Ok(Some(Err(e))) => return Err(EdgeError::ClientClosed(e.to_string())),
+                    Ok(Some(Ok(frame))) => {
+                        if let Ok(data) = frame.into_data() {
+                            total += data.len();
+                            if total > config.max_stream_bytes {
+                                return Err(EdgeError::PayloadTooLarge {
+                                    limit: config.max_stream_bytes,
+                                });
+                            }
+                            splitter.push(&data);
                         }
-                        splitter.push(&data);
                     }
                 }
             }
-        }
-        while let Some(message) = splitter.next_message().map_err(bad_request)? {
-            let index = splitter.count() - 1;
-            let bytes = match framing.format() {
-                Format::Protobuf => Bytes::from(message),
-                from => {
-                    let mut out = Vec::with_capacity(message.len());
-                    edge.schema
-                        .to_protobuf(&input, from, &message, &mut out, &edge.transcode)
-                        .map_err(|e| {
-                            EdgeError::BadRequest(format!("request stream, message {index}: {e}"))
-                        })?;
-                    Bytes::from(out)
+            while let Some(message) = splitter.next_message().map_err(bad_request)? {
+                let index = splitter.count() - 1;
+                let bytes = match framing.format() {
+                    Format::Protobuf => Bytes::from(message),
+                    from => {
+                        let mut out = Vec::with_capacity(message.len());
+                        edge.schema
+                            .to_protobuf(&input, from, &message, &mut out, &edge.transcode)
+                            .map_err(|e| {
+                                EdgeError::BadRequest(format!(
+                                    "request stream, message {index}: {e}"
+                                ))
+                            })?;
+                        Bytes::from(out)
+                    }
+                };
+                if tx.send(Item::Message(bytes)).await.is_err() {
+                    // The call is over (answered or cancelled): nobody needs the rest.
+                    return Ok(());
                 }
-            };
-            if tx.send(Item::Message(bytes)).await.is_err() {
-                // The call is over (answered or cancelled): nobody needs the rest.
+            }
+            if ended {
+                splitter.finish().map_err(bad_request)?;
+                let _ = tx.send(Item::End).await;
                 return Ok(());
             }
-        }
-        if ended {
-            splitter.finish().map_err(bad_request)?;
-            let _ = tx.send(Item::End).await;
-            return Ok(());
         }
     }
 }
