@@ -142,7 +142,7 @@ pub enum EdgeError {
 /// A gRPC error the upstream answered with.
 #[derive(Debug)]
 pub struct UpstreamError {
-    pub code: i32,
+    pub code: Code,
     pub message: String,
     /// Its `grpc-status-details-bin`: an encoded google.rpc.Status.
     pub details: Option<bytes::Bytes>,
@@ -172,10 +172,7 @@ impl EdgeError {
             ClientClosed(_) => (Code::Cancelled, Code::Cancelled.http_status()),
             Unavailable(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
             DeadlineExceeded => (Code::DeadlineExceeded, StatusCode::GATEWAY_TIMEOUT),
-            Upstream(u) => {
-                let c = Code::from_i32(u.code);
-                (c, c.http_status())
-            }
+            Upstream(u) => (u.code, u.code.http_status()),
             Internal(_) => (Code::Internal, StatusCode::INTERNAL_SERVER_ERROR),
         }
     }

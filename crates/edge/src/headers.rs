@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue, header};
-use tonic::metadata::MetadataMap;
 
 use crate::error::{Code, EdgeError};
 
@@ -75,7 +74,7 @@ pub(crate) fn client_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Ed
 
 /// Headers forwarded upstream as gRPC metadata: `authorization`, `x-request-id`, and every
 /// `grpc-metadata-*` with the prefix stripped (names reserved by gRPC are not forwarded).
-pub(crate) fn upstream_metadata(headers: &HeaderMap) -> MetadataMap {
+pub(crate) fn upstream_metadata(headers: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, value) in headers {
         let n = name.as_str();
@@ -90,7 +89,7 @@ pub(crate) fn upstream_metadata(headers: &HeaderMap) -> MetadataMap {
             }
         }
     }
-    MetadataMap::from_headers(out)
+    out
 }
 
 pub(crate) fn is_reserved_metadata(name: &str) -> bool {
@@ -174,7 +173,7 @@ mod tests {
         h.insert("grpc-metadata-tenant", HeaderValue::from_static("acme"));
         h.insert("grpc-metadata-grpc-timeout", HeaderValue::from_static("1S"));
         h.insert("cookie", HeaderValue::from_static("secret"));
-        let md = upstream_metadata(&h).into_headers();
+        let md = upstream_metadata(&h);
         assert_eq!(md.get("authorization").unwrap(), "Bearer x");
         assert_eq!(md.get("x-request-id").unwrap(), "r1");
         assert_eq!(md.get("tenant").unwrap(), "acme");

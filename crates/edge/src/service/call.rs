@@ -66,15 +66,14 @@ impl Edge {
         call: &UpstreamCall<'_>,
         status: &tonic::Status,
     ) -> EdgeError {
+        // tonic's code, in the edge's one vocabulary from here on.
+        let code = Code::from_i32(status.code() as i32);
         // The upstream enforces the grpc-timeout we sent and may answer CANCELLED (tonic) or
         // DEADLINE_EXCEEDED a little before our own timer fires (the value sent is rounded to
         // its unit, and upstreams may keep a margin): within the last tenth of the deadline,
         // that is our deadline passing.
         if let Some(timeout) = call.timeout
-            && matches!(
-                status.code(),
-                tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
-            )
+            && matches!(code, Code::Cancelled | Code::DeadlineExceeded)
             && call.started.elapsed() >= timeout.mul_f64(0.9)
         {
             return EdgeError::DeadlineExceeded;
@@ -83,30 +82,26 @@ impl Edge {
         // grpc-go) or INVALID_ARGUMENT: if the body is malformed, that is the client's error,
         // and it is named as such.
         if let Some(sent) = &call.sent
-            && matches!(
-                status.code(),
-                tonic::Code::Internal | tonic::Code::InvalidArgument | tonic::Code::Unknown
-            )
+            && matches!(code, Code::Internal | Code::InvalidArgument | Code::Unknown)
             && let Err(e) = self
                 .schema
                 .validate_protobuf(&call.method.input, sent, &self.transcode)
         {
             return EdgeError::BadBody(e);
         }
-        upstream_error(status)
+        upstream_error(code, status)
     }
 }
 
 /// A failed call's status as the client's error: the upstream's own status exactly as it sent
 /// it (code, message, details, metadata), whatever the code; the gateway's own failure to get
 /// an answer in the gateway's words.
-fn upstream_error(status: &tonic::Status) -> EdgeError {
-    if status.code() == tonic::Code::Unavailable && crate::upstream::made_by_gateway(status) {
+fn upstream_error(code: Code, status: &tonic::Status) -> EdgeError {
+    if code == Code::Unavailable && crate::upstream::made_by_gateway(status) {
         // Its message names the upstream and what went wrong.
         return EdgeError::Unavailable(status.message().to_owned());
     }
     let details = (!status.details().is_empty()).then(|| Bytes::copy_from_slice(status.details()));
-    let code = status.code() as i32;
     EdgeError::Upstream(Box::new(crate::error::UpstreamError {
         code,
         message: status.message().to_owned(),

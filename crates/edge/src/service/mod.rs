@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method as HttpMethod, Request, Response, StatusCode, header};
 use http_body::Body;
-use tonic::metadata::MetadataMap;
 use transcode::rest::{Lookup, RequestBody, Route, Routes};
 use transcode::stream::{Framing, InFraming};
 use transcode::{Findings, Format, MessageDescriptor, Method, Schema, StreamingKind};

@@ -62,7 +62,7 @@ impl Stream for RequestStream {
 /// An opened upstream stream: its headers' metadata, the first message when it was read
 /// before answering, the rest, and the call its failures are mapped with.
 struct Opened {
-    metadata: MetadataMap,
+    metadata: HeaderMap,
     first: Option<Bytes>,
     upstream: tonic::Streaming<Bytes>,
     call: UpstreamCall<'static>,
@@ -150,7 +150,7 @@ impl Edge {
         let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
         response
             .headers_mut()
-            .extend(metadata_headers(answer.metadata.into_headers()));
+            .extend(metadata_headers(answer.metadata));
         Ok(response)
     }
 
@@ -310,7 +310,7 @@ impl Edge {
         headers.insert(header::VARY, HeaderValue::from_static("Accept"));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        headers.extend(metadata_headers(metadata.into_headers()));
+        headers.extend(metadata_headers(metadata));
         Ok(response)
     }
 }

@@ -114,7 +114,7 @@ impl Edge {
         let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
         response
             .headers_mut()
-            .extend(metadata_headers(answer.metadata.into_headers()));
+            .extend(metadata_headers(answer.metadata));
         Ok(response)
     }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes};
+use http::HeaderMap;
 use http::uri::PathAndQuery;
 use sanitize::Sanitized;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
@@ -113,7 +114,8 @@ impl Route {
 /// A successful upstream answer: the protobuf body and the metadata (headers and trailers).
 pub struct Answer {
     pub body: Bytes,
-    pub metadata: MetadataMap,
+    /// Its headers and trailers (the edge answers with those that are not gRPC's own).
+    pub metadata: HeaderMap,
 }
 
 /// How upstream connections are dialed, watched and replaced.
@@ -242,7 +244,7 @@ impl Upstreams {
         service: &str,
         path: &str,
         body: Bytes,
-        metadata: MetadataMap,
+        metadata: HeaderMap,
         timeout: Duration,
     ) -> Result<Answer, Status> {
         let upstream = &self.route(service)?.unary;
@@ -257,9 +259,9 @@ impl Upstreams {
         service: &str,
         path: &str,
         requests: S,
-        metadata: MetadataMap,
+        metadata: HeaderMap,
         timeout: Option<Duration>,
-    ) -> Result<(MetadataMap, tonic::Streaming<Bytes>), Status>
+    ) -> Result<(HeaderMap, tonic::Streaming<Bytes>), Status>
     where
         S: futures_core::Stream<Item = Option<Bytes>> + Send + 'static,
     {
@@ -271,7 +273,7 @@ impl Upstreams {
             .await
             .map_err(|s| route.name_in(s))?;
         let (metadata, stream, _) = response.into_parts();
-        Ok((metadata, stream))
+        Ok((metadata.into_headers(), stream))
     }
 
     /// Calls a client-streaming method: a stream of request messages, one answer.
@@ -280,7 +282,7 @@ impl Upstreams {
         service: &str,
         path: &str,
         requests: S,
-        metadata: MetadataMap,
+        metadata: HeaderMap,
         timeout: Option<Duration>,
     ) -> Result<Answer, Status>
     where
@@ -294,7 +296,10 @@ impl Upstreams {
             .await
             .map_err(|s| route.name_in(s))?;
         let (metadata, body, _) = response.into_parts();
-        Ok(Answer { body, metadata })
+        Ok(Answer {
+            body,
+            metadata: metadata.into_headers(),
+        })
     }
 }
 
@@ -348,9 +353,10 @@ fn method_path(path: &str) -> Result<PathAndQuery, Status> {
     PathAndQuery::try_from(path).map_err(|e| Status::internal(format!("bad method path: {e}")))
 }
 
-fn request<T>(message: T, metadata: MetadataMap, timeout: Option<Duration>) -> tonic::Request<T> {
+/// A tonic request: the metadata as tonic keeps it (the one conversion, at tonic's boundary).
+fn request<T>(message: T, metadata: HeaderMap, timeout: Option<Duration>) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
-    *request.metadata_mut() = metadata;
+    *request.metadata_mut() = MetadataMap::from_headers(metadata);
     if let Some(timeout) = timeout {
         request.set_timeout(timeout);
     }

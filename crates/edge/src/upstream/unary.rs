@@ -150,7 +150,7 @@ impl Upstream {
         &self,
         path: &str,
         message: Bytes,
-        metadata: MetadataMap,
+        metadata: HeaderMap,
         timeout: Duration,
     ) -> Result<Answer, Status> {
         let start = Instant::now();
@@ -160,7 +160,6 @@ impl Upstream {
         parts.path_and_query = Some(super::method_path(path)?);
         // Scheme, authority and path are all set: this cannot fail.
         let uri = Uri::from_parts(parts).map_err(|e| Status::internal(e.to_string()))?;
-        let metadata = metadata.into_headers();
         if message.len() > MAX_FRAME - 5 {
             return Err(Status::resource_exhausted(
                 "a request message over 2 GiB cannot be sent in one HTTP/2 call",
@@ -429,10 +428,7 @@ async fn read_answer(
         return Err(Failure::Final(Status::internal(NO_MESSAGE)));
     };
     merge_metadata(&mut metadata, &trailers);
-    Ok(Answer {
-        body,
-        metadata: MetadataMap::from_headers(metadata),
-    })
+    Ok(Answer { body, metadata })
 }
 
 /// `application/grpc`, alone or with a `+codec` suffix or parameters (not grpc-web).
