@@ -8,7 +8,7 @@ use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 
 use crate::encode::{has_special_json, is_wrapper};
 use crate::error::{ErrorKind, PathSeg, format_path};
-use crate::scalar::Op;
+use crate::scalar::{Op, Scalar, is_default};
 use crate::tree::Out;
 use crate::wire::{self, Reader};
 use crate::{Error, Findings, Options, UnknownField, UnresolvedAny, wkt};
@@ -20,27 +20,12 @@ pub(crate) struct Renderer<'a> {
     depth: usize,
 }
 
-/// A decoded scalar, borrowing strings and bytes from the input.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Val<'b> {
-    I32(i32),
-    I64(i64),
-    U32(u32),
-    U64(u64),
-    F32(f32),
-    F64(f64),
-    Bool(bool),
-    Str(&'b str),
-    Bytes(&'b [u8]),
-    Enum(i32),
-}
-
 /// Everything seen of one field while scanning a message. Message values keep their byte
 /// chunks (with absolute offsets): a singular message seen twice is the merge of both.
 enum Acc<'b> {
-    One(Val<'b>),
+    One(Scalar<'b>),
     Msgs(Vec<(&'b [u8], usize)>),
-    List(Vec<Val<'b>>),
+    List(Vec<Scalar<'b>>),
     MsgList(Vec<(&'b [u8], usize)>),
     Map(Vec<(&'b [u8], usize)>),
 }
@@ -349,18 +334,18 @@ impl<'a> Renderer<'a> {
         Ok(Out::Map(out))
     }
 
-    fn scalar(&self, field: &FieldDescriptor, v: Val<'_>) -> Out {
+    fn scalar(&self, field: &FieldDescriptor, v: Scalar<'_>) -> Out {
         match v {
-            Val::I32(x) => Out::I32(x),
-            Val::I64(x) => Out::I64(x),
-            Val::U32(x) => Out::U32(x),
-            Val::U64(x) => Out::U64(x),
-            Val::F32(x) => Out::F32(x),
-            Val::F64(x) => Out::F64(x),
-            Val::Bool(x) => Out::Bool(x),
-            Val::Str(x) => Out::Str(x.to_owned()),
-            Val::Bytes(x) => Out::Bytes(x.to_vec()),
-            Val::Enum(n) => {
+            Scalar::I32(x) => Out::I32(x),
+            Scalar::I64(x) => Out::I64(x),
+            Scalar::U32(x) => Out::U32(x),
+            Scalar::U64(x) => Out::U64(x),
+            Scalar::F32(x) => Out::F32(x),
+            Scalar::F64(x) => Out::F64(x),
+            Scalar::Bool(x) => Out::Bool(x),
+            Scalar::Str(x) => Out::Str(x.to_owned()),
+            Scalar::Bytes(x) => Out::Bytes(x.to_vec()),
+            Scalar::Enum(n) => {
                 let Kind::Enum(e) = field.kind() else {
                     unreachable!()
                 };
@@ -393,8 +378,8 @@ impl<'a> Renderer<'a> {
         mut f: Scanned<'_>,
     ) -> Result<Out, Error> {
         let int = |f: &Scanned<'_>, n: u32| match f.get(&n) {
-            Some((_, Acc::One(Val::I64(v)))) => *v,
-            Some((_, Acc::One(Val::I32(v)))) => *v as i64,
+            Some((_, Acc::One(Scalar::I64(v)))) => *v,
+            Some((_, Acc::One(Scalar::I32(v)))) => *v as i64,
             _ => 0,
         };
         match full_name {
@@ -412,7 +397,7 @@ impl<'a> Renderer<'a> {
                 let mut paths = Vec::new();
                 if let Some((_, Acc::List(vals))) = f.get(&1) {
                     for v in vals {
-                        if let Val::Str(p) = v {
+                        if let Scalar::Str(p) = v {
                             paths.push(
                                 wkt::field_mask_path_to_json(p).map_err(Error::unrenderable)?,
                             );
@@ -442,10 +427,12 @@ impl<'a> Renderer<'a> {
                     return Ok(Out::Null);
                 };
                 match acc {
-                    Acc::One(Val::F64(x)) if !x.is_finite() => Err(Error::unrenderable(format!(
-                        "google.protobuf.Value cannot hold {x} in JSON (it would read back as a string)"
-                    ))),
-                    Acc::One(Val::Enum(_)) => Ok(Out::Null),
+                    Acc::One(Scalar::F64(x)) if !x.is_finite() => {
+                        Err(Error::unrenderable(format!(
+                            "google.protobuf.Value cannot hold {x} in JSON (it would read back as a string)"
+                        )))
+                    }
+                    Acc::One(Scalar::Enum(_)) => Ok(Out::Null),
                     acc => Ok(self.field(&field, acc)?.unwrap_or(Out::Null)),
                 }
             }
@@ -456,11 +443,11 @@ impl<'a> Renderer<'a> {
 
     fn any(&mut self, desc: &MessageDescriptor, f: Scanned<'_>) -> Result<Out, Error> {
         let type_url = match f.get(&1) {
-            Some((_, Acc::One(Val::Str(s)))) => *s,
+            Some((_, Acc::One(Scalar::Str(s)))) => *s,
             _ => "",
         };
         let (value, at): (&[u8], usize) = match f.get(&2) {
-            Some((_, Acc::One(Val::Bytes(b)))) => (b, 0),
+            Some((_, Acc::One(Scalar::Bytes(b)))) => (b, 0),
             _ => (&[], 0),
         };
         if type_url.is_empty() && value.is_empty() {
@@ -533,7 +520,7 @@ pub(crate) fn read_val<'b>(
     kind: &Kind,
     wt: u8,
     r: &mut Reader<'b>,
-) -> Result<Option<Val<'b>>, Error> {
+) -> Result<Option<Scalar<'b>>, Error> {
     let op = Op::of(kind);
     if wt != op.wire_type() {
         return Ok(None);
@@ -544,76 +531,61 @@ pub(crate) fn read_val<'b>(
 /// Reads one value of the scalar kind `op` (its wire type already checked): the one table of
 /// wire readings, for the reference renderer and the direct one.
 #[inline(always)]
-pub(crate) fn read_scalar<'b>(op: Op, r: &mut Reader<'b>) -> Result<Val<'b>, Error> {
+pub(crate) fn read_scalar<'b>(op: Op, r: &mut Reader<'b>) -> Result<Scalar<'b>, Error> {
     Ok(match op {
-        Op::Int32 => Val::I32(r.varint()? as i32),
-        Op::Int64 => Val::I64(r.varint()? as i64),
-        Op::Uint32 => Val::U32(r.varint()? as u32),
-        Op::Uint64 => Val::U64(r.varint()?),
-        Op::Sint32 => Val::I32(wire::unzigzag32(r.varint()? as u32)),
-        Op::Sint64 => Val::I64(wire::unzigzag64(r.varint()?)),
-        Op::Bool => Val::Bool(r.varint()? != 0),
-        Op::Enum => Val::Enum(r.varint()? as i32),
-        Op::Fixed32 => Val::U32(r.fixed32()?),
-        Op::Sfixed32 => Val::I32(r.fixed32()? as i32),
-        Op::Float => Val::F32(f32::from_bits(r.fixed32()?)),
-        Op::Fixed64 => Val::U64(r.fixed64()?),
-        Op::Sfixed64 => Val::I64(r.fixed64()? as i64),
-        Op::Double => Val::F64(f64::from_bits(r.fixed64()?)),
+        Op::Int32 => Scalar::I32(r.varint()? as i32),
+        Op::Int64 => Scalar::I64(r.varint()? as i64),
+        Op::Uint32 => Scalar::U32(r.varint()? as u32),
+        Op::Uint64 => Scalar::U64(r.varint()?),
+        Op::Sint32 => Scalar::I32(wire::unzigzag32(r.varint()? as u32)),
+        Op::Sint64 => Scalar::I64(wire::unzigzag64(r.varint()?)),
+        Op::Bool => Scalar::Bool(r.varint()? != 0),
+        Op::Enum => Scalar::Enum(r.varint()? as i32),
+        Op::Fixed32 => Scalar::U32(r.fixed32()?),
+        Op::Sfixed32 => Scalar::I32(r.fixed32()? as i32),
+        Op::Float => Scalar::F32(f32::from_bits(r.fixed32()?)),
+        Op::Fixed64 => Scalar::U64(r.fixed64()?),
+        Op::Sfixed64 => Scalar::I64(r.fixed64()? as i64),
+        Op::Double => Scalar::F64(f64::from_bits(r.fixed64()?)),
         Op::Str => {
             let (b, at) = r.len_delimited()?;
-            Val::Str(std::str::from_utf8(b).map_err(|e| {
+            Scalar::Str(std::str::from_utf8(b).map_err(|e| {
                 Error::malformed_protobuf(at + e.valid_up_to(), "invalid UTF-8 in a string field")
             })?)
         }
-        Op::Bytes => Val::Bytes(r.len_delimited()?.0),
+        Op::Bytes => Scalar::Bytes(r.len_delimited()?.0),
         Op::Message => unreachable!("messages are scanned by the caller"),
     })
 }
 
-pub(crate) fn is_default(v: Val<'_>) -> bool {
-    match v {
-        Val::I32(x) | Val::Enum(x) => x == 0,
-        Val::I64(x) => x == 0,
-        Val::U32(x) => x == 0,
-        Val::U64(x) => x == 0,
-        // -0.0 is printed, as json_format does.
-        Val::F32(x) => x.to_bits() == 0,
-        Val::F64(x) => x.to_bits() == 0,
-        Val::Bool(x) => !x,
-        Val::Str(x) => x.is_empty(),
-        Val::Bytes(x) => x.is_empty(),
-    }
-}
-
 /// The default of a scalar kind (messages have none: callers render an empty message).
-pub(crate) fn default_val(kind: &Kind) -> Val<'static> {
+pub(crate) fn default_val(kind: &Kind) -> Scalar<'static> {
     match kind {
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Val::I32(0),
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Val::I64(0),
-        Kind::Uint32 | Kind::Fixed32 => Val::U32(0),
-        Kind::Uint64 | Kind::Fixed64 => Val::U64(0),
-        Kind::Float => Val::F32(0.0),
-        Kind::Double => Val::F64(0.0),
-        Kind::Bool => Val::Bool(false),
-        Kind::String => Val::Str(""),
-        Kind::Bytes => Val::Bytes(&[]),
-        Kind::Enum(_) => Val::Enum(0),
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Scalar::I32(0),
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Scalar::I64(0),
+        Kind::Uint32 | Kind::Fixed32 => Scalar::U32(0),
+        Kind::Uint64 | Kind::Fixed64 => Scalar::U64(0),
+        Kind::Float => Scalar::F32(0.0),
+        Kind::Double => Scalar::F64(0.0),
+        Kind::Bool => Scalar::Bool(false),
+        Kind::String => Scalar::Str(""),
+        Kind::Bytes => Scalar::Bytes(&[]),
+        Kind::Enum(_) => Scalar::Enum(0),
         Kind::Message(_) => unreachable!("no scalar default for messages"),
     }
 }
 
 /// A map key as the JSON mapping writes it: borrowed, or formatted in `digits` (no
 /// allocation). `None` for values no map key can have (floats, bytes).
-pub(crate) fn map_key_text<'a>(v: Val<'a>, digits: &'a mut itoa::Buffer) -> Option<&'a str> {
+pub(crate) fn map_key_text<'a>(v: Scalar<'a>, digits: &'a mut itoa::Buffer) -> Option<&'a str> {
     Some(match v {
-        Val::Str(s) => s,
-        Val::I32(x) | Val::Enum(x) => digits.format(x),
-        Val::I64(x) => digits.format(x),
-        Val::U32(x) => digits.format(x),
-        Val::U64(x) => digits.format(x),
-        Val::Bool(true) => "true",
-        Val::Bool(false) => "false",
-        Val::F32(_) | Val::F64(_) | Val::Bytes(_) => return None,
+        Scalar::Str(s) => s,
+        Scalar::I32(x) | Scalar::Enum(x) => digits.format(x),
+        Scalar::I64(x) => digits.format(x),
+        Scalar::U32(x) => digits.format(x),
+        Scalar::U64(x) => digits.format(x),
+        Scalar::Bool(true) => "true",
+        Scalar::Bool(false) => "false",
+        Scalar::F32(_) | Scalar::F64(_) | Scalar::Bytes(_) => return None,
     })
 }

@@ -259,7 +259,7 @@ impl<'a> Encoder<'a> {
                     out,
                     field.number(),
                     &kind,
-                    Scalar::I32(0),
+                    Scalar::Enum(0),
                     field.supports_presence(),
                 );
             }

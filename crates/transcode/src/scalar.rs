@@ -38,7 +38,9 @@ impl Lit<'_> {
     }
 }
 
-/// What a scalar JSON value turned into.
+/// One protobuf scalar value, strings and bytes borrowed: what a JSON or MessagePack value
+/// converts to and the wire writers take ([`convert`], [`put_field`]), and what the wire
+/// readers give both renderers (`decode::read_scalar`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Scalar<'v> {
     I32(i32),
@@ -50,6 +52,8 @@ pub(crate) enum Scalar<'v> {
     Bool(bool),
     Str(&'v str),
     Bytes(&'v [u8]),
+    /// An enum's number: encoded as an `int32` is, rendered as its name.
+    Enum(i32),
 }
 
 pub(crate) enum Converted<'v> {
@@ -196,12 +200,12 @@ pub(crate) fn convert<'v>(
         },
         Kind::Enum(e) => match v {
             // NullValue's JSON form is null (a singular null is handled by the caller).
-            Lit::Null if e.full_name() == "google.protobuf.NullValue" => Scalar::I32(0),
+            Lit::Null if e.full_name() == "google.protobuf.NullValue" => Scalar::Enum(0),
             Lit::Str(s) => {
                 if let Some(ev) = e.get_value_by_name(s) {
-                    Scalar::I32(ev.number())
+                    Scalar::Enum(ev.number())
                 } else if looks_like_integer(s) {
-                    Scalar::I32(enum_number(integer_value(v)?, v)?)
+                    Scalar::Enum(enum_number(integer_value(v)?, v)?)
                 } else if ignore_unknown {
                     return Ok(Converted::Skip);
                 } else {
@@ -212,7 +216,7 @@ pub(crate) fn convert<'v>(
                 }
             }
             Lit::I64(_) | Lit::U64(_) | Lit::F64(_) | Lit::BigInt(_) => {
-                Scalar::I32(enum_number(integer_value(v)?, v)?)
+                Scalar::Enum(enum_number(integer_value(v)?, v)?)
             }
             other => return Err(Error::wrong_type("enum name or number", other.type_name())),
         },
@@ -248,14 +252,15 @@ pub(crate) fn map_key_text(k: &Lit<'_>) -> String {
     }
 }
 
-/// Implicit-presence fields at these values are not written.
+/// Implicit-presence fields at these values are not written (nor rendered, unless
+/// `emit_defaults`).
 pub(crate) fn is_default(s: Scalar<'_>) -> bool {
     match s {
-        Scalar::I32(v) => v == 0,
+        Scalar::I32(v) | Scalar::Enum(v) => v == 0,
         Scalar::I64(v) => v == 0,
         Scalar::U32(v) => v == 0,
         Scalar::U64(v) => v == 0,
-        // -0.0 is not the default: it is written, as the reference runtimes do.
+        // -0.0 is not the default: it is written and printed, as the reference runtimes do.
         Scalar::F32(v) => v.to_bits() == 0,
         Scalar::F64(v) => v.to_bits() == 0,
         Scalar::Bool(v) => !v,
@@ -313,7 +318,7 @@ pub(crate) fn put_value(out: &mut Vec<u8>, op: Op, s: Scalar<'_>) {
         (Op::Sfixed32, Scalar::I32(v)) => out.extend_from_slice(&v.to_le_bytes()),
         (Op::Fixed64, Scalar::U64(v)) => out.extend_from_slice(&v.to_le_bytes()),
         (Op::Sfixed64, Scalar::I64(v)) => out.extend_from_slice(&v.to_le_bytes()),
-        (_, Scalar::I32(v)) => put_varint(out, v as i64 as u64),
+        (_, Scalar::I32(v) | Scalar::Enum(v)) => put_varint(out, v as i64 as u64),
         (_, Scalar::I64(v)) => put_varint(out, v as u64),
         (_, Scalar::U32(v)) => put_varint(out, v as u64),
         (_, Scalar::U64(v)) => put_varint(out, v),

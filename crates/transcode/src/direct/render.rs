@@ -9,9 +9,9 @@ use std::collections::HashSet;
 use super::Bail;
 use super::plan::{Card, FieldPlan, Plans};
 use super::sink::Sink;
-use crate::decode::{Val, default_val, is_default, map_key_text, read_scalar, read_val};
+use crate::decode::{default_val, map_key_text, read_scalar, read_val};
 use crate::error::PathSeg;
-use crate::scalar::Op;
+use crate::scalar::{Op, Scalar, is_default};
 use crate::wire::{self, Reader};
 use crate::{Findings, Options, UnknownField};
 
@@ -312,8 +312,8 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
         else {
             return Err(Bail);
         };
-        let mut key: Option<Val<'_>> = None;
-        let mut value: Option<Val<'_>> = None;
+        let mut key: Option<Scalar<'_>> = None;
+        let mut value: Option<Scalar<'_>> = None;
         let mut value_msg: Option<&[u8]> = None;
         let mut r = Reader::new(entry, 0);
         while !r.is_empty() {

@@ -2,8 +2,8 @@
 //! and writing a tree rendered by the reference path (well-known types).
 
 use super::plan::FieldPlan;
-use crate::decode::Val;
 use crate::json::{write_bytes, write_f32, write_f64, write_str, write_str_bytes};
+use crate::scalar::Scalar;
 use crate::tree::Out;
 
 pub(crate) trait Sink {
@@ -22,7 +22,7 @@ pub(crate) trait Sink {
     /// The key of entry `index` of a map field.
     fn map_key(&self, out: &mut Vec<u8>, key: &str, index: usize);
     /// A scalar value of `field` (an enum's name from the plan).
-    fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Val<'_>, enum_numbers: bool);
+    fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Scalar<'_>, enum_numbers: bool);
     /// A string field's bytes, checked for UTF-8 as they are written; false if they are not.
     fn str_bytes(&self, out: &mut Vec<u8>, b: &[u8]) -> bool;
     /// A subtree the reference path rendered.
@@ -91,28 +91,28 @@ impl Sink for Json {
     }
 
     #[inline]
-    fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Val<'_>, enum_numbers: bool) {
+    fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Scalar<'_>, enum_numbers: bool) {
         let mut ib = itoa::Buffer::new();
         match v {
-            Val::I32(x) => out.extend_from_slice(ib.format(x).as_bytes()),
-            Val::U32(x) => out.extend_from_slice(ib.format(x).as_bytes()),
-            Val::I64(x) => {
+            Scalar::I32(x) => out.extend_from_slice(ib.format(x).as_bytes()),
+            Scalar::U32(x) => out.extend_from_slice(ib.format(x).as_bytes()),
+            Scalar::I64(x) => {
                 out.push(b'"');
                 out.extend_from_slice(ib.format(x).as_bytes());
                 out.push(b'"');
             }
-            Val::U64(x) => {
+            Scalar::U64(x) => {
                 out.push(b'"');
                 out.extend_from_slice(ib.format(x).as_bytes());
                 out.push(b'"');
             }
-            Val::F32(x) => write_f32(out, x),
-            Val::F64(x) => write_f64(out, x),
-            Val::Bool(true) => out.extend_from_slice(b"true"),
-            Val::Bool(false) => out.extend_from_slice(b"false"),
-            Val::Str(s) => write_str(out, s),
-            Val::Bytes(b) => write_bytes(out, b),
-            Val::Enum(n) => {
+            Scalar::F32(x) => write_f32(out, x),
+            Scalar::F64(x) => write_f64(out, x),
+            Scalar::Bool(true) => out.extend_from_slice(b"true"),
+            Scalar::Bool(false) => out.extend_from_slice(b"false"),
+            Scalar::Str(s) => write_str(out, s),
+            Scalar::Bytes(b) => write_bytes(out, b),
+            Scalar::Enum(n) => {
                 if enum_numbers {
                     out.extend_from_slice(ib.format(n).as_bytes());
                 } else if field.enum_is_null_value {
@@ -208,20 +208,20 @@ impl Sink for Msgpack {
     }
 
     #[inline]
-    fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Val<'_>, enum_numbers: bool) {
+    fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Scalar<'_>, enum_numbers: bool) {
         use rmp::encode;
         // Writing into a Vec cannot fail. The same calls as crate::msgpack::write.
         let _ = match v {
-            Val::I32(x) => encode::write_sint(out, x as i64).map(drop).map_err(drop),
-            Val::U32(x) => encode::write_uint(out, x as u64).map(drop).map_err(drop),
-            Val::I64(x) => encode::write_sint(out, x).map(drop).map_err(drop),
-            Val::U64(x) => encode::write_uint(out, x).map(drop).map_err(drop),
-            Val::F32(x) => encode::write_f32(out, x).map_err(drop),
-            Val::F64(x) => encode::write_f64(out, x).map_err(drop),
-            Val::Bool(b) => encode::write_bool(out, b).map_err(drop),
-            Val::Str(s) => encode::write_str(out, s).map_err(drop),
-            Val::Bytes(b) => encode::write_bin(out, b).map_err(drop),
-            Val::Enum(n) => {
+            Scalar::I32(x) => encode::write_sint(out, x as i64).map(drop).map_err(drop),
+            Scalar::U32(x) => encode::write_uint(out, x as u64).map(drop).map_err(drop),
+            Scalar::I64(x) => encode::write_sint(out, x).map(drop).map_err(drop),
+            Scalar::U64(x) => encode::write_uint(out, x).map(drop).map_err(drop),
+            Scalar::F32(x) => encode::write_f32(out, x).map_err(drop),
+            Scalar::F64(x) => encode::write_f64(out, x).map_err(drop),
+            Scalar::Bool(b) => encode::write_bool(out, b).map_err(drop),
+            Scalar::Str(s) => encode::write_str(out, s).map_err(drop),
+            Scalar::Bytes(b) => encode::write_bin(out, b).map_err(drop),
+            Scalar::Enum(n) => {
                 if enum_numbers {
                     encode::write_sint(out, n as i64).map(drop).map_err(drop)
                 } else if field.enum_is_null_value {
