@@ -4,9 +4,11 @@
 //!
 //! # Layout
 //! - [`server`]: the accept loop, HTTP/1.1 + h2c on one port, graceful shutdown.
-//! - [`service`]: the request path: negotiate → route → decode_request → call_upstream →
-//!   encode_response → record.
+//! - [`service`]: the request path: route → negotiate → decode_request → call_upstream →
+//!   encode_response → record, one module per step (ARCHITECTURE.md has the map).
 //! - [`negotiate`]: Content-Type and Accept.
+//! - `headers`: deadline, metadata and status headers.
+//! - `media_type`: RFC 9110 media types.
 //! - [`upstream`]: unary calls on one h2 connection per upstream; streams on tonic channels.
 //! - [`downgrade`]: the rate-limited downgrade warning.
 //! - [`metrics`]: Prometheus metrics.

@@ -1,5 +1,9 @@
-//! The request path, step by step: negotiate → route → decode_request → call_upstream →
-//! encode_response → record. Every outcome, success or error, passes through `record`.
+//! The request path, step by step: route → negotiate → decode_request → call_upstream →
+//! encode_response → record, each step in the module named for it (unary.rs and streams.rs
+//! drive them per call shape). Every answer, success or error, leaves through the end of
+//! [`Edge::handle`] and is recorded once (a streamed answer when its body ends); a request
+//! whose client leaves before its answer's head is not recorded, only leaves the in-flight
+//! gauge.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
