@@ -47,8 +47,9 @@ pub fn document(schema: &Schema, routes: &Routes, title: &str) -> Value {
     let ids = OperationIds::new(schema, routes, &methods);
 
     let mut paths = Paths::default();
-    // The gRPC paths first: the gateway routes `POST /pkg.Service/Method` to the method before
-    // it looks at the rules, so a rule with that very path is the one shadowed.
+    // The gRPC paths first, by the one precedence (`Routes::resolve`: `POST
+    // /pkg.Service/Method` is the method before any rule), so a rule with that very path is the
+    // one shadowed.
     for m in &methods {
         let path = format!("/{}", m.full_name);
         let op = g.operation(m, None, &ids.rpc[&*m.full_name], &[]);

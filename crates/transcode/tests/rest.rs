@@ -586,3 +586,71 @@ fn a_map_field_is_a_body_and_a_response_body_as_a_whole() {
             .is_err()
     );
 }
+
+/// The one precedence: `POST` to a gRPC path is that method even where a rule claims the same
+/// path; other HTTP methods go to the rules; a gRPC path under another method is named.
+#[test]
+fn resolve_puts_the_grpc_path_before_the_rules() {
+    use transcode::rest::Resolution;
+    let schema = schema();
+    let grpc = "/library.v1.Library/GetBook";
+    let rules = [
+        // A rule on the very gRPC path, for GET and for POST (the POST one is shadowed).
+        HttpRule {
+            selector: "library.v1.Library.ListBooks".into(),
+            method: "GET".into(),
+            path: grpc.into(),
+            ..HttpRule::default()
+        },
+        HttpRule {
+            selector: "library.v1.Library.ListBooks".into(),
+            method: "POST".into(),
+            path: grpc.into(),
+            body: "*".into(),
+            ..HttpRule::default()
+        },
+    ];
+    let shadowing = Routes::new(&schema, &rules).unwrap();
+    let found = |method: &str, path: &str| match shadowing.resolve(&schema, method, path) {
+        Resolution::Found(r) => (r.method.full_name.to_string(), r.rule.is_some()),
+        _ => panic!("{method} {path} not found"),
+    };
+    assert_eq!(
+        found("POST", grpc),
+        ("library.v1.Library/GetBook".into(), false)
+    );
+    assert_eq!(
+        found("GET", grpc),
+        ("library.v1.Library/ListBooks".into(), true)
+    );
+    match shadowing.resolve(&schema, "DELETE", grpc) {
+        // POST once, though both a rule and the gRPC path take it.
+        Resolution::PathNotAllowed(allow) => assert_eq!(allow, ["GET", "POST"]),
+        _ => panic!("DELETE on a served path"),
+    }
+    let plain = routes(&schema);
+    match plain.resolve(&schema, "GET", "/library.v1.Library/ListBooks") {
+        Resolution::MethodNotAllowed(m) => {
+            assert_eq!(&*m.full_name, "library.v1.Library/ListBooks")
+        }
+        _ => panic!("GET on a gRPC path without a rule"),
+    }
+    assert!(matches!(
+        plain.resolve(&schema, "POST", "/nowhere"),
+        Resolution::NotFound
+    ));
+    // What a binding says, either way.
+    let Resolution::Found(r) = plain.resolve(&schema, "POST", grpc) else {
+        panic!()
+    };
+    let b = r.binding();
+    assert!(b.takes_body() && !b.raw_request() && b.protobuf_response());
+    assert!(b.request_passes_through(transcode::Format::Protobuf));
+    assert!(!b.request_passes_through(transcode::Format::Json));
+    assert!(b.response_passes_through(transcode::Format::Protobuf));
+    let Resolution::Found(r) = plain.resolve(&schema, "GET", "/v1/shelves/1/books/2") else {
+        panic!()
+    };
+    let b = r.binding();
+    assert!(!b.takes_body() && !b.request_passes_through(transcode::Format::Protobuf));
+}

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method as HttpMethod, Request, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use http_body::Body;
-use transcode::rest::{Lookup, RequestBody, Route, Routes};
+use transcode::rest::{Binding, RequestBody, Resolution, Resolved, Route, Routes};
 use transcode::stream::{Framing, InFraming};
 use transcode::{Findings, Format, MessageDescriptor, Method, Schema, StreamingKind};
 
@@ -62,24 +62,6 @@ struct RequestCtx<'a> {
     client: Client,
     /// A streamed answer's final gRPC code, set by the stream when it ends.
     stream_end: Option<Arc<StreamEnd>>,
-}
-
-/// What `route` found: the method, and the HTTP rule with its variables' raw values when
-/// the request came through one.
-type Routed<'s> = (&'s Method, Option<(&'s Arc<Route>, Vec<&'s str>)>);
-
-/// What a request addresses: a method, through its gRPC path or an HTTP rule.
-#[derive(Clone, Copy)]
-struct Target<'a, 'v> {
-    method: &'a Method,
-    /// The HTTP rule and its variables' raw values (None: `POST /pkg.Service/Method`).
-    route: Option<(&'a Arc<Route>, &'v [&'a str])>,
-}
-
-impl<'a> Target<'a, '_> {
-    fn rule(&self) -> Option<&'a Route> {
-        self.route.map(|(r, _)| &**r)
-    }
 }
 
 impl Edge {
@@ -222,13 +204,8 @@ impl Edge {
                 limit: self.config.max_header_bytes,
             });
         }
-        let (method, rule) = self.route(ctx, head)?;
-        let target = Target {
-            method,
-            route: rule
-                .as_ref()
-                .map(|(route, values)| (*route, values.as_slice())),
-        };
+        let resolved = self.route(ctx, head)?;
+        let target = resolved.binding();
         ctx.method = Some(target.method);
         let plan = self.negotiate(head, target)?;
         ctx.plan = Some(plan);
@@ -244,43 +221,33 @@ impl Edge {
         }
     }
 
-    /// route: `POST /pkg.Service/Method` names a method by its gRPC path; anything else is
-    /// looked up among the HTTP rules (most specific first). The method, and the rule with its
-    /// variables' raw values when one matched.
+    /// route: the method a request addresses, by the one precedence
+    /// ([`Routes::resolve`]: `POST` to a gRPC path first, then the HTTP rules).
     fn route<'s>(
         &'s self,
         ctx: &mut RequestCtx<'s>,
         head: &'s http::request::Parts,
-    ) -> Result<Routed<'s>, EdgeError> {
+    ) -> Result<Resolved<'s, 's>, EdgeError> {
         let path = head.uri.path();
-        let grpc_path = self.schema.method(path);
-        if let Some(method) = grpc_path
-            && head.method == HttpMethod::POST
+        match self
+            .routes
+            .resolve(&self.schema, head.method.as_str(), path)
         {
-            return Ok((method, None));
-        }
-        match self.routes.find(head.method.as_str(), path) {
-            Lookup::Found(route, values) => Ok((&route.method, Some((route, values)))),
-            Lookup::MethodNotAllowed(allow) => {
-                let mut allow = allow.join(", ");
-                if grpc_path.is_some() {
-                    allow.push_str(", POST");
-                }
+            Resolution::Found(resolved) => Ok(resolved),
+            Resolution::PathNotAllowed(allow) => Err(EdgeError::MethodNotAllowed {
+                what: format!("path {path}"),
+                allow: allow.join(", "),
+            }),
+            Resolution::MethodNotAllowed(method) => {
+                ctx.method = Some(method);
                 Err(EdgeError::MethodNotAllowed {
-                    what: format!("path {path}"),
-                    allow,
+                    what: format!("method {}", method.full_name),
+                    allow: "POST".into(),
                 })
             }
-            Lookup::NotFound => Err(match grpc_path {
-                Some(method) => {
-                    ctx.method = Some(method);
-                    EdgeError::MethodNotAllowed {
-                        what: format!("method {}", method.full_name),
-                        allow: "POST".into(),
-                    }
-                }
-                None => EdgeError::UnknownMethod(format!("{} {path}", head.method)),
-            }),
+            Resolution::NotFound => {
+                Err(EdgeError::UnknownMethod(format!("{} {path}", head.method)))
+            }
         }
     }
 

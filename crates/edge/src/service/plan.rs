@@ -31,10 +31,9 @@ impl Edge {
     pub(super) fn negotiate(
         &self,
         head: &http::request::Parts,
-        target: Target<'_, '_>,
+        target: Binding<'_, '_>,
     ) -> Result<Plan, EdgeError> {
         let method = target.method;
-        let route = target.rule();
         let content_type = head.headers.get(header::CONTENT_TYPE);
         let streams_in = matches!(
             method.streaming,
@@ -49,20 +48,21 @@ impl Edge {
             let framing = negotiate::request_framing(content_type)?;
             (framing.format(), Some(framing.format()), Some(framing))
         } else {
-            let body_type = match (route, negotiate::request_format(content_type)) {
+            let body_type = match (target.rule(), negotiate::request_format(content_type)) {
                 (None, Err(e)) => return Err(e),
                 (_, found) => found.ok(),
             };
-            let request = match route {
-                Some(route) if route.raw_request() => Format::Json,
-                _ => body_type.unwrap_or(Format::Json),
+            let request = match body_type {
+                _ if target.raw_request() => Format::Json,
+                Some(format) => format,
+                None => Format::Json,
             };
             (request, body_type, None)
         };
         // A google.api.HttpBody answer is raw: nothing to negotiate (reported as protobuf, or
         // as the request stream's framing).
-        let raw = route.is_some_and(Route::raw_response);
-        let protobuf = route.is_none_or(Route::protobuf_response);
+        let raw = target.raw_response();
+        let protobuf = target.protobuf_response();
         let accept = head.headers.get(header::ACCEPT);
         let strict = self.config.strict_accept;
         let (response, out_framing, fallback) = if streams_out {
@@ -108,7 +108,7 @@ impl Edge {
     fn servable_request_stream(
         &self,
         head: &http::request::Parts,
-        target: Target<'_, '_>,
+        target: Binding<'_, '_>,
     ) -> Result<(), EdgeError> {
         let method = target.method;
         if method.streaming == StreamingKind::Bidirectional && head.version != http::Version::HTTP_2
@@ -119,7 +119,7 @@ impl Edge {
             )));
         }
         // Rules for request streams bind no path variables (checked when the routes load).
-        if let Some((route, _)) = target.route
+        if let Some(route) = target.rule()
             && head.uri.query().is_some_and(|q| !q.is_empty())
         {
             return Err(EdgeError::BadRequest(format!(

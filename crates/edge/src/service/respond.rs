@@ -140,11 +140,6 @@ impl Edge {
     }
 }
 
-/// A protobuf answer goes back as it came, unless `response_body` picks a part of it.
-pub(super) fn passes_through(to: Format, route: Option<&Route>) -> bool {
-    to == Format::Protobuf && route.is_none_or(|r| r.response_body.is_none())
-}
-
 /// A google.api.HttpBody answer: its bytes under its own content type.
 pub(super) fn raw_response(content_type: &str, data: Bytes) -> Response<ResponseBody> {
     let mut r = Response::new(ResponseBody::full(data));

@@ -74,7 +74,7 @@ impl Edge {
         self: &'s Arc<Self>,
         ctx: &mut RequestCtx<'s>,
         head: &http::request::Parts,
-        target: Target<'s, '_>,
+        target: Binding<'s, '_>,
         plan: Plan,
         body: B,
     ) -> Result<Response<ResponseBody>, EdgeError>
@@ -117,7 +117,7 @@ impl Edge {
         self: &'s Arc<Self>,
         ctx: &mut RequestCtx<'s>,
         head: &http::request::Parts,
-        target: Target<'s, '_>,
+        target: Binding<'s, '_>,
         plan: Plan,
         body: B,
     ) -> Result<Response<ResponseBody>, EdgeError>
@@ -161,7 +161,7 @@ impl Edge {
         self: &'s Arc<Self>,
         ctx: &mut RequestCtx<'s>,
         head: &http::request::Parts,
-        target: Target<'s, '_>,
+        target: Binding<'s, '_>,
         plan: Plan,
         body: B,
     ) -> Result<Response<ResponseBody>, EdgeError>
@@ -249,7 +249,7 @@ impl Edge {
     fn stream_response(
         self: &Arc<Self>,
         ctx: &mut RequestCtx<'_>,
-        target: Target<'_, '_>,
+        target: Binding<'_, '_>,
         framing: Framing,
         opened: Opened,
         request_side: Option<RequestSide>,
@@ -260,11 +260,11 @@ impl Edge {
             upstream,
             call,
         } = opened;
-        let route = target.route.map(|(r, _)| Arc::clone(r));
-        let raw = route.as_deref().is_some_and(Route::raw_response);
-        let content_type = match (&first, &route) {
-            (Some(first), Some(route)) if raw => {
-                let (ct, _) = route.raw_response_parts(first).map_err(|e| {
+        let route = target.route().cloned();
+        let raw = target.raw_response();
+        let content_type = match &first {
+            Some(first) if raw => {
+                let (ct, _) = target.raw_response_parts(first).map_err(|e| {
                     EdgeError::Internal(format!("upstream HttpBody is malformed: {e}"))
                 })?;
                 raw_content_type(&ct)
@@ -513,8 +513,9 @@ impl StreamState {
 
     fn message(&mut self, message: &[u8], out: &mut Vec<u8>) -> Result<(), EdgeError> {
         let edge = &self.edge;
-        if let Some(route) = self.route.as_deref().filter(|_| self.raw) {
-            let (_, data) = route
+        let binding = Binding::of_answer(&self.method, self.route.as_ref());
+        if self.raw {
+            let (_, data) = binding
                 .raw_response_parts(message)
                 .map_err(|e| EdgeError::Internal(format!("upstream HttpBody is malformed: {e}")))?;
             out.extend_from_slice(&data);
@@ -522,7 +523,7 @@ impl StreamState {
             return Ok(());
         }
         let to = self.framing.format();
-        if passes_through(to, self.route.as_deref()) {
+        if binding.response_passes_through(to) {
             self.framing.record(self.count, message, out);
             self.count += 1;
             return Ok(());
@@ -538,24 +539,16 @@ impl StreamState {
             separate.reserve(message.len() * 2);
             &mut separate
         };
-        let findings = match &self.route {
-            Some(route) => route.response(&edge.schema, to, message, rendered, &edge.transcode),
-            None => edge.schema.from_protobuf(
-                &self.method.output,
-                to,
-                message,
-                rendered,
-                &edge.transcode,
-            ),
-        }
-        .map_err(|e| {
-            out.truncate(mark);
-            EdgeError::Internal(format!(
-                "upstream message {} does not render as {}: {e}",
-                self.count,
-                to.as_str()
-            ))
-        })?;
+        let findings = binding
+            .response(&edge.schema, to, message, rendered, &edge.transcode)
+            .map_err(|e| {
+                out.truncate(mark);
+                EdgeError::Internal(format!(
+                    "upstream message {} does not render as {}: {e}",
+                    self.count,
+                    to.as_str()
+                ))
+            })?;
         // Counted per message, logged once per stream: with its first message, and with the
         // first that drops unknown fields.
         let first_loss = findings.dropped_data() && !self.logged_loss;

@@ -6,12 +6,13 @@
 use super::*;
 
 impl Edge {
-    /// Reads the body and builds the request message: the body converted (or passed through),
-    /// and under an HTTP rule the path variables and query parameters bound in.
+    /// Reads the body and builds the request message as the binding says: the body converted
+    /// (or passed through), and under an HTTP rule the path variables and query parameters
+    /// bound in.
     pub(super) async fn decode_request<B>(
         &self,
         head: &http::request::Parts,
-        target: Target<'_, '_>,
+        target: Binding<'_, '_>,
         plan: Plan,
         body: B,
     ) -> Result<Bytes, EdgeError>
@@ -19,15 +20,10 @@ impl Edge {
         B: Body<Data = Bytes> + Unpin,
         B::Error: std::fmt::Display,
     {
-        // Under an HTTP rule that takes a body, an unsupported Content-Type on a body known to
-        // be non-empty (a Content-Length) is refused before the body is read; other bodies
-        // are checked once read (an empty one needs no type).
-        if let Some((route, _)) = target.route
-            && route.takes_body()
-            && !route.raw_request()
-            && plan.body_type.is_none()
-            && body.size_hint().lower() > 0
-        {
+        // A body in a type we do not read, known to be non-empty (a Content-Length), is
+        // refused before it is read; other bodies once read (an empty one needs no type).
+        let typed = target.takes_body() && !target.raw_request();
+        if typed && plan.body_type.is_none() && body.size_hint().lower() > 0 {
             return Err(unsupported_body(head));
         }
         let body = read_limited(
@@ -36,25 +32,16 @@ impl Edge {
             self.config.body_read_timeout,
         )
         .await?;
-        let input = &target.method.input;
-        let Some((route, values)) = target.route else {
-            return match plan.request {
-                // Protobuf goes up as it came, unchecked: checking costs as much as the rest
-                // of the pass-through. A malformed body is diagnosed if the upstream fails.
-                Format::Protobuf => Ok(body),
-                from => {
-                    // Protobuf is smaller than the JSON or MessagePack it came from.
-                    let mut out = Vec::with_capacity(body.len());
-                    self.schema
-                        .to_protobuf(input, from, &body, &mut out, &self.transcode)
-                        .map_err(EdgeError::BadBody)?;
-                    Ok(Bytes::from(out))
-                }
-            };
-        };
-        let request_body = if body.is_empty() {
+        // Protobuf goes up as it came, unchecked: checking costs as much as the rest of the
+        // pass-through. A malformed body is diagnosed if the upstream fails.
+        if target.request_passes_through(plan.request) {
+            return Ok(body);
+        }
+        let request_body = if target.rule().is_none() {
+            RequestBody::Formatted(plan.request, &body)
+        } else if body.is_empty() {
             RequestBody::Empty
-        } else if route.raw_request() {
+        } else if target.raw_request() {
             RequestBody::Raw {
                 content_type: header_str(&head.headers, header::CONTENT_TYPE).unwrap_or(""),
                 data: &body,
@@ -62,17 +49,17 @@ impl Edge {
         } else {
             let format = match plan.body_type {
                 // A rule without a body refuses any body (400, naming that), whatever its type.
-                _ if !route.takes_body() => Format::Json,
+                _ if !typed => Format::Json,
                 Some(format) => format,
                 None => return Err(unsupported_body(head)),
             };
             RequestBody::Formatted(format, &body)
         };
+        // Protobuf is smaller than the JSON or MessagePack it came from.
         let mut out = Vec::with_capacity(body.len() + 64);
-        route
+        target
             .request(
                 &self.schema,
-                values,
                 head.uri.query(),
                 request_body,
                 self.config.unknown_query,
@@ -87,7 +74,7 @@ impl Edge {
         &'s self,
         ctx: &mut RequestCtx<'s>,
         head: &http::request::Parts,
-        target: Target<'s, '_>,
+        target: Binding<'s, '_>,
         plan: Plan,
         body: B,
     ) -> Result<Response<ResponseBody>, EdgeError>
@@ -118,56 +105,51 @@ impl Edge {
         Ok(response)
     }
 
-    /// A unary answer in the negotiated format (or raw, for a google.api.HttpBody).
+    /// encode_response: a unary answer in the plan's format, as the binding renders it (or
+    /// raw, for a google.api.HttpBody).
     pub(super) fn encode_response(
         &self,
         ctx: &RequestCtx<'_>,
-        target: Target<'_, '_>,
+        target: Binding<'_, '_>,
         plan: Plan,
         answer: &Bytes,
     ) -> Result<Response<ResponseBody>, EdgeError> {
-        let route = target.rule();
-        if let Some(route) = route.filter(|r| r.raw_response()) {
-            let (content_type, data) = route
+        if target.raw_response() {
+            let (content_type, data) = target
                 .raw_response_parts(answer)
                 .map_err(|e| EdgeError::Internal(format!("upstream HttpBody is malformed: {e}")))?;
             return Ok(raw_response(&content_type, Bytes::from(data)));
         }
         let to = plan.response;
-        let body = match route {
-            _ if passes_through(to, route) => answer.clone(),
-            route => {
-                let mut out = Vec::with_capacity(answer.len() * 2);
-                let rendered = match route {
-                    Some(route) => {
-                        route.response(&self.schema, to, answer, &mut out, &self.transcode)
-                    }
-                    None => self.schema.from_protobuf(
-                        &target.method.output,
-                        to,
-                        answer,
-                        &mut out,
-                        &self.transcode,
-                    ),
-                };
-                let findings = rendered.map_err(|e| {
-                    EdgeError::Internal(format!(
-                        "upstream response does not render as {}: {e}",
-                        to.as_str()
-                    ))
-                })?;
-                self.note_downgrades(
-                    target.method,
-                    &ctx.client,
-                    plan.fallback,
-                    to,
-                    &findings,
-                    true,
-                );
-                Bytes::from(out)
-            }
-        };
-        Ok(plain(StatusCode::OK, negotiate::content_type(to), body))
+        if target.response_passes_through(to) {
+            return Ok(plain(
+                StatusCode::OK,
+                negotiate::content_type(to),
+                answer.clone(),
+            ));
+        }
+        let mut out = Vec::with_capacity(answer.len() * 2);
+        let findings = target
+            .response(&self.schema, to, answer, &mut out, &self.transcode)
+            .map_err(|e| {
+                EdgeError::Internal(format!(
+                    "upstream response does not render as {}: {e}",
+                    to.as_str()
+                ))
+            })?;
+        self.note_downgrades(
+            target.method,
+            &ctx.client,
+            plan.fallback,
+            to,
+            &findings,
+            true,
+        );
+        Ok(plain(
+            StatusCode::OK,
+            negotiate::content_type(to),
+            Bytes::from(out),
+        ))
     }
 }
 

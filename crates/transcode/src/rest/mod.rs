@@ -8,6 +8,7 @@
 //! the same field in a `body: "*"` body, as grpc-gateway has it). A protobuf body therefore
 //! reaches the upstream byte for byte, followed by the bound fields.
 
+mod binding;
 mod request;
 mod rules;
 mod template;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 
 use prost_reflect::{Cardinality, FieldDescriptor, Kind, MessageDescriptor};
 
+pub use binding::{Binding, Resolution, Resolved};
 pub use request::RequestBody;
 pub use rules::HttpRule;
 pub use template::{Template, Variable};
