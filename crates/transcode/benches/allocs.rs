@@ -5,7 +5,10 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use transcode::{Format, Options, Schema};
+use transcode::{Format, Options};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 struct Counting;
 
@@ -53,11 +56,7 @@ fn main() {
     let dir = std::env::var("PROTOGATE_BENCH_BODIES").unwrap_or_else(|_| {
         concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench-bodies").to_owned()
     });
-    let proto_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/bench");
-    let schema = Schema::compile(&["bench.proto".to_owned()], move |n| {
-        std::fs::read_to_string(format!("{proto_dir}/{n}")).ok()
-    })
-    .expect("bench.proto");
+    let schema = common::compile_proto("bench", "bench.proto");
     let opts = Options::default();
     println!(
         "| workload | path | JSON → protobuf | protobuf → JSON | msgpack → protobuf | protobuf → msgpack |"

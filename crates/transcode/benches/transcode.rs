@@ -10,7 +10,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use transcode::{Format, Options, Schema};
+use transcode::{Format, Options};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 const WORKLOADS: &[(&str, &str)] = &[
     ("Order", "bench.v1.Order"),
@@ -32,11 +35,7 @@ fn bodies_dir() -> PathBuf {
 }
 
 fn bench(c: &mut Criterion) {
-    let proto_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/bench");
-    let schema = Schema::compile(&["bench.proto".to_owned()], move |n| {
-        std::fs::read_to_string(format!("{proto_dir}/{n}")).ok()
-    })
-    .expect("bench.proto");
+    let schema = common::compile_proto("bench", "bench.proto");
     let opts = Options::default();
     for (name, message) in WORKLOADS {
         let path = bodies_dir().join(format!("{name}.json"));

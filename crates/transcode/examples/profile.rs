@@ -3,7 +3,10 @@
 //! `valgrind --tool=callgrind target/release/examples/profile json-to-protobuf RecordList_1000 20`.
 //! Prints the JSON bytes processed, so instructions per JSON byte = Ir / that number.
 
-use transcode::{Format, Options, Schema};
+use transcode::{Format, Options};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -19,11 +22,7 @@ fn main() {
     let dir = std::env::var("PROTOGATE_BENCH_BODIES").unwrap_or_else(|_| {
         concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench-bodies").to_owned()
     });
-    let proto_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/bench");
-    let schema = Schema::compile(&["bench.proto".to_owned()], move |n| {
-        std::fs::read_to_string(format!("{proto_dir}/{n}")).ok()
-    })
-    .expect("bench.proto");
+    let schema = common::compile_proto("bench", "bench.proto");
     let message = match workload.split('_').next() {
         Some("Order") => "bench.v1.Order",
         Some("RecordList") => "bench.v1.RecordList",

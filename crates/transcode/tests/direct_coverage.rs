@@ -1,15 +1,11 @@
 //! The direct transcoder really handles the common shapes itself (the differential tests
 //! prove it agrees with the reference; this proves it is not handing everything over).
 
-use transcode::{Format, Options, Schema};
+use transcode::{Format, Options};
 
-fn schema(dir: &'static str, file: &str) -> Schema {
-    let dir = format!("{}/../../proto/{dir}", env!("CARGO_MANIFEST_DIR"));
-    Schema::compile(&[file.to_owned()], move |n| {
-        std::fs::read_to_string(format!("{dir}/{n}")).ok()
-    })
-    .unwrap()
-}
+mod common;
+
+use common::compile_proto as schema;
 
 #[test]
 fn plain_messages_take_the_direct_path_in_every_direction() {

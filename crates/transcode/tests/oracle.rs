@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write as _};
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -22,7 +21,10 @@ use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use transcode::{Findings, Format, MessageDescriptor, Options, Schema};
 
+mod common;
 mod external;
+
+use common::{compile_proto, workspace};
 
 const SEED: u64 = 20261129;
 const COUNT: usize = 3000;
@@ -168,10 +170,6 @@ struct Oracle {
     elapsed: Duration,
 }
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// The oracle's cases, generated once per test binary, or what is missing to generate them.
 fn generated() -> &'static Result<Oracle, String> {
     static ORACLE: OnceLock<Result<Oracle, String>> = OnceLock::new();
@@ -245,11 +243,7 @@ fn check_python(py: &str) -> Result<(), String> {
 
 fn run_oracle() -> Result<Oracle, String> {
     let root = workspace();
-    let dir = root.join("proto/test");
-    let schema = Schema::compile(&["kitchen_sink.proto".to_owned()], move |name| {
-        std::fs::read_to_string(dir.join(name)).ok()
-    })
-    .expect("kitchen_sink.proto compiles");
+    let schema = compile_proto("test", "kitchen_sink.proto");
 
     let py = python();
     check_python(&py)?;

@@ -4,12 +4,10 @@
 use transcode::rest::{HttpRule, Lookup, RequestBody, Routes, UnknownQuery};
 use transcode::{Format, Options, Schema};
 
+mod common;
+
 fn schema() -> Schema {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/test/rest/v1");
-    Schema::compile(&["library.proto".to_owned()], move |name| {
-        std::fs::read_to_string(format!("{dir}/{name}")).ok()
-    })
-    .expect("library.proto compiles")
+    common::compile_proto("test/rest/v1", "library.proto")
 }
 
 fn routes(schema: &Schema) -> Routes {

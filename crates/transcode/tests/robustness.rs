@@ -3,12 +3,12 @@
 
 use transcode::{Format, Options, Schema};
 
+mod common;
+
+use common::Rng;
+
 fn kitchen_sink() -> Schema {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/test");
-    Schema::compile(&["kitchen_sink.proto".to_owned()], move |n| {
-        std::fs::read_to_string(format!("{dir}/{n}")).ok()
-    })
-    .expect("kitchen_sink.proto compiles")
+    common::compile_proto("test", "kitchen_sink.proto")
 }
 
 #[test]
@@ -75,18 +75,6 @@ fn a_hundred_thousand_levels_are_an_error_not_a_stack_overflow() {
     );
 }
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
 #[test]
 fn random_and_mutated_input_never_panics() {
     let schema = kitchen_sink();
@@ -101,7 +89,7 @@ fn random_and_mutated_input_never_panics() {
     schema
         .from_protobuf(&ks, Format::Msgpack, &seed_pb, &mut seed_mp, &opts)
         .unwrap();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::from_state(0x9e37_79b9_7f4a_7c15);
     let mut out = Vec::new();
     for i in 0..30_000 {
         let (seed, format): (&[u8], Format) = match i % 3 {
@@ -110,16 +98,16 @@ fn random_and_mutated_input_never_panics() {
             _ => (&seed_mp, Format::Msgpack),
         };
         let mut input = seed.to_vec();
-        match rng.next() % 4 {
+        match rng.u64() % 4 {
             // Pure noise.
-            0 => input = (0..rng.next() % 64).map(|_| rng.next() as u8).collect(),
+            0 => input = (0..rng.u64() % 64).map(|_| rng.u64() as u8).collect(),
             // Flip, insert and delete a few bytes.
             _ => {
-                for _ in 0..1 + rng.next() % 4 {
-                    let at = (rng.next() as usize) % (input.len() + 1);
-                    match rng.next() % 3 {
-                        0 if at < input.len() => input[at] ^= 1 << (rng.next() % 8),
-                        1 => input.insert(at, rng.next() as u8),
+                for _ in 0..1 + rng.u64() % 4 {
+                    let at = (rng.u64() as usize) % (input.len() + 1);
+                    match rng.u64() % 3 {
+                        0 if at < input.len() => input[at] ^= 1 << (rng.u64() % 8),
+                        1 => input.insert(at, rng.u64() as u8),
                         _ if at < input.len() => {
                             input.remove(at);
                         }
@@ -254,19 +242,10 @@ fn random_requests_through_rest_and_stream_framing_never_panic() {
     use transcode::rest::{Lookup, RequestBody, Routes, UnknownQuery};
     use transcode::stream::{InFraming, Splitter};
 
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/test/rest/v1");
-    let schema = Schema::compile(&["library.proto".to_owned()], move |name| {
-        std::fs::read_to_string(format!("{dir}/{name}")).ok()
-    })
-    .expect("library.proto compiles");
+    let schema = common::compile_proto("test/rest/v1", "library.proto");
     let routes = Routes::new(&schema, &[]).expect("routes");
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = Rng::from_state(0x2545_f491_4f6c_dd1d);
+    let mut next = move || rng.u64();
     let pieces: &[&str] = &[
         "/",
         "v1",

@@ -2,12 +2,10 @@
 
 use transcode::{Format, Options, Schema};
 
+mod common;
+
 fn bench_schema() -> Schema {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/bench");
-    Schema::compile(&["bench.proto".to_owned()], move |name| {
-        std::fs::read_to_string(format!("{dir}/{name}")).ok()
-    })
-    .expect("bench.proto compiles")
+    common::compile_proto("bench", "bench.proto")
 }
 
 #[test]
