@@ -22,6 +22,11 @@ use tonic::body::Body as TonicBody;
 
 pub mod library;
 
+// The workspace's paths and `proto/` schemas, shared with the transcoding crate's tests.
+#[path = "../../crates/transcode/tests/common/mod.rs"]
+mod common;
+pub use common::{compile_proto, proto_source, workspace};
+
 /// A tonic codec whose messages are protobuf bytes as they are (the raw test backends'):
 /// nothing decoded or re-encoded.
 #[derive(Debug, Clone, Copy, Default)]
@@ -334,15 +339,6 @@ pub fn v1_schema() -> transcode::Schema {
     SCHEMA
         .get_or_init(|| compile_proto("test/svc/v1", "testsvc.proto"))
         .clone()
-}
-
-/// Compiles `file` from `proto/<dir>` (imports resolved there and from the bundled copies).
-pub fn compile_proto(dir: &str, file: &str) -> transcode::Schema {
-    let dir = format!("{}/../proto/{dir}", env!("CARGO_MANIFEST_DIR"));
-    transcode::Schema::compile(&[file.to_owned()], move |name| {
-        std::fs::read_to_string(format!("{dir}/{name}")).ok()
-    })
-    .unwrap_or_else(|e| panic!("{file} compiles: {e}"))
 }
 
 /// Starts the real gateway in-process on 127.0.0.1:0 in front of `upstream`, with the v1

@@ -4,12 +4,11 @@
 //! Python the validity tests print one `SKIPPED:` line and pass, unless
 //! `PROTOGATE_REQUIRE_ORACLES=1` (set by `make test`): then they fail.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use protogate_tests::Http;
 use protogate_tests::library;
+use protogate_tests::{Http, proto_source, workspace};
 use serde_json::{Value, json};
 
 #[path = "../../crates/transcode/tests/external/mod.rs"]
@@ -394,12 +393,12 @@ fn kitchen_sink_document_is_valid_openapi_3_1() {
           rpc Both(stream KitchenSink) returns (stream KitchenSink);
         }
     "#;
-    let dir = workspace().join("proto/test");
+    let files = proto_source("test");
     let schema = transcode::Schema::compile(&["sink.proto".to_owned()], move |name| {
         if name == "sink.proto" {
             Some(SERVICE.to_owned())
         } else {
-            std::fs::read_to_string(dir.join(name)).ok()
+            files(name)
         }
     })
     .expect("kitchen sink compiles");
@@ -447,10 +446,6 @@ fn kitchen_sink_document_is_valid_openapi_3_1() {
 }
 
 // --- the validator ------------------------------------------------------------------------------
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// Python starts in well under a second, the validator in about one; a minute allows for a
 /// loaded machine.
