@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -394,12 +396,15 @@ pub fn start_gateway_on(
 
 // === the client ===
 
-/// An HTTP answer.
+/// An HTTP answer, read whole.
 #[derive(Debug)]
 pub struct Answer {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The answer's trailers, if it had any (HTTP/2, or chunked HTTP/1.1 asked with
+    /// `te: trailers`).
+    pub trailers: Option<HeaderMap>,
 }
 
 impl Answer {
@@ -413,10 +418,18 @@ impl Answer {
     }
 }
 
-/// An HTTP client: HTTP/1.1 keep-alive, or HTTP/2 with prior knowledge.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What the client sends: a whole body or a stream (whose error breaks the request off, a
+/// reset over HTTP/2), boxed.
+type ClientBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// The one HTTP client of the tests: HTTP/1.1 keep-alive, or HTTP/2 with prior knowledge. Every
+/// wait is under a deadline (the answer's head 30 s, its body 60 s: a long stream on a loaded
+/// machine), which only a failing test ever reaches.
 #[derive(Clone)]
 pub struct Http {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpConnector, ClientBody>,
 }
 
 impl Http {
@@ -434,21 +447,70 @@ impl Http {
         }
     }
 
-    pub async fn send(&self, req: Request<Full<Bytes>>) -> Answer {
-        let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(req))
+    /// HTTP/2 with the protocol's initial 64 KiB windows (hyper's client opens 2 MiB a stream
+    /// and 5 MiB the connection), so the gateway soon feels a body the test does not read.
+    pub fn h2_small_windows() -> Http {
+        Http {
+            client: Client::builder(TokioExecutor::new())
+                .http2_only(true)
+                .http2_initial_stream_window_size(65_535)
+                .http2_initial_connection_window_size(65_535)
+                .build_http(),
+        }
+    }
+
+    /// Sends `req` (any body, a stream too) and returns the answer's head; the body is left for
+    /// the caller to read.
+    pub async fn open<B>(&self, req: Request<B>) -> Response<Incoming>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let req = req.map(|b| b.map_err(Into::into).boxed_unsync());
+        within(
+            "the answer's head",
+            Duration::from_secs(30),
+            self.client.request(req),
+        )
+        .await
+        .expect("request sent")
+    }
+
+    /// Sends `req` and reads the whole answer.
+    pub async fn send<B>(&self, req: Request<B>) -> Answer
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let (parts, body) = self.open(req).await.into_parts();
+        let body = within("the body", Duration::from_secs(60), body.collect())
             .await
-            .expect("answer within 30 s")
-            .expect("request sent");
-        let (parts, body) = response.into_parts();
-        let body = within("the body", Duration::from_secs(30), body.collect())
-            .await
-            .expect("body")
-            .to_bytes();
+            .expect("body");
         Answer {
             status: parts.status,
             headers: parts.headers,
-            body,
+            trailers: body.trailers().cloned(),
+            body: body.to_bytes(),
         }
+    }
+
+    /// `method` `path` at `authority` (`127.0.0.1:port`) with `headers` and `body`, read whole.
+    pub async fn request(
+        &self,
+        method: &str,
+        authority: impl std::fmt::Display,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Answer {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("http://{authority}{path}"));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        self.send(req.body(Full::new(body.into())).expect("request"))
+            .await
     }
 
     /// POSTs `body` to `path` with the given Content-Type and extra headers.
@@ -460,22 +522,20 @@ impl Http {
         headers: &[(&str, &str)],
         body: impl Into<Bytes>,
     ) -> Answer {
-        let mut req =
-            Request::post(format!("http://{addr}{path}")).header("content-type", content_type);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        self.send(req.body(Full::new(body.into())).expect("request"))
-            .await
+        let headers: Vec<(&str, &str)> = [("content-type", content_type)]
+            .into_iter()
+            .chain(headers.iter().copied())
+            .collect();
+        self.request("POST", addr, path, &headers, body).await
     }
 
     pub async fn get(&self, addr: SocketAddr, path: &str) -> Answer {
-        self.send(
-            Request::get(format!("http://{addr}{path}"))
-                .body(Full::new(Bytes::new()))
-                .expect("request"),
-        )
-        .await
+        self.request("GET", addr, path, &[], Bytes::new()).await
+    }
+
+    /// The gateway's metrics, as text.
+    pub async fn metrics(&self, addr: SocketAddr) -> String {
+        String::from_utf8_lossy(&self.get(addr, "/metrics").await.body).into_owned()
     }
 }
 

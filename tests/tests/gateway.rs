@@ -310,8 +310,7 @@ async fn downgrades_are_logged_and_counted() {
             .iter()
             .all(|l| !l.contains("downgrade:"))
     );
-    let metrics = http.get(gw.addr, "/metrics").await;
-    let text = String::from_utf8_lossy(&metrics.body);
+    let text = http.metrics(gw.addr).await;
     let m = r#"method="protogate.test.svc.TestService/RawEcho""#;
     assert_eq!(
         metric(
@@ -368,7 +367,7 @@ async fn downgrade_log_is_rate_limited_but_the_counter_is_exact() {
             .count(),
         1
     );
-    let text = String::from_utf8_lossy(&http.get(gw.addr, "/metrics").await.body).into_owned();
+    let text = http.metrics(gw.addr).await;
     let key = r#"protogate_downgrades_total{method="protogate.test.svc.TestService/Echo",reason="json_requested"}"#;
     assert_eq!(metric(&text, key), 25.0, "{text}");
 }
@@ -844,7 +843,7 @@ async fn health_metrics_and_kinds() {
         .await;
     assert_eq!(a.json(), serde_json::json!({"id": "5", "kind": "LARGE"}));
     assert_eq!(Kind::Large as i32, 2);
-    let text = String::from_utf8_lossy(&http.get(gw.addr, "/metrics").await.body).into_owned();
+    let text = http.metrics(gw.addr).await;
     assert!(
         metric(
             &text,

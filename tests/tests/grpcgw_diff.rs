@@ -12,9 +12,6 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::Request;
-use http_body_util::Full;
 use protogate_tests::library;
 use protogate_tests::{Answer, Http};
 use serde_json::Value;
@@ -78,13 +75,8 @@ async fn send(
     ct: Option<&str>,
     body: &str,
 ) -> Answer {
-    let mut req = Request::builder()
-        .method(method)
-        .uri(format!("http://{base}{path}"));
-    if let Some(ct) = ct {
-        req = req.header("content-type", ct);
-    }
-    http.send(req.body(Full::new(Bytes::from(body.to_owned()))).unwrap())
+    let headers: Vec<(&str, &str)> = ct.map(|ct| ("content-type", ct)).into_iter().collect();
+    http.request(method, base, path, &headers, body.to_owned())
         .await
 }
 

@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body::Frame;
-use http_body_util::{BodyExt, Full, StreamBody};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::{Full, StreamBody};
 use protogate_tests::{Http, eventually, library, metric, start_backend, start_gateway, within};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -125,7 +123,7 @@ async fn a_unary_body_that_stalls_is_answered_408() {
     assert_eq!(status["code"], 4, "{status}");
     assert!(a.head.contains("grpc-status: 4"), "{}", a.head);
 
-    let text = metrics(gw.addr).await;
+    let text = Http::h1().metrics(gw.addr).await;
     let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="408",grpc_code="DeadlineExceeded"}"#;
     assert_eq!(metric(&text, key), 1.0, "{text}");
 }
@@ -196,13 +194,10 @@ fn import(uri: &str) -> (Sender, tokio::task::JoinHandle<(StatusCode, Value)>) {
         .header("accept", "application/json")
         .body(body)
         .unwrap();
-    let client = Client::builder(TokioExecutor::new()).build_http();
+    let http = Http::h1();
     let answer = tokio::spawn(async move {
-        let response = client.request(req).await.expect("an answer");
-        let status = response.status();
-        let body = response.into_body().collect().await.expect("a body");
-        let body = serde_json::from_slice(&body.to_bytes()).expect("a JSON body");
-        (status, body)
+        let answer = http.send(req).await;
+        (answer.status, answer.json())
     });
     (tx, answer)
 }
@@ -378,8 +373,4 @@ async fn read_answer(stream: &mut TcpStream, limit: Duration) -> RawAnswer {
         }
     })
     .await
-}
-
-async fn metrics(addr: std::net::SocketAddr) -> String {
-    String::from_utf8_lossy(&Http::h1().get(addr, "/metrics").await.body).into_owned()
 }

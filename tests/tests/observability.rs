@@ -122,7 +122,7 @@ async fn requests_that_name_no_method_count_as_unknown() {
     let a = http.get(gw.addr, ECHO).await;
     assert_eq!(a.status, 405);
 
-    let text = String::from_utf8_lossy(&http.get(gw.addr, "/metrics").await.body).into_owned();
+    let text = http.metrics(gw.addr).await;
     let requests = |method: &str, code: u16| -> f64 {
         samples(&text, "protogate_requests_total{")
             .filter(|(labels, _)| {

@@ -3,87 +3,53 @@
 //! that goes away, client streams in every framing, bidirectional streams.
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, StatusCode};
+use http::{Request, StatusCode};
 use http_body::Frame;
-use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use prost::Message as _;
 use protogate_tests::library::{self, pb::library::v1 as pb};
-use protogate_tests::{eventually, metric, within};
+use protogate_tests::{Answer, Http, eventually, metric, within};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
 use transcode::Format;
 use transcode::stream::{InFraming, Splitter};
 
-type Body = BoxBody<Bytes, Infallible>;
-
-fn client(h2: bool) -> Client<HttpConnector, Body> {
-    let mut b = Client::builder(TokioExecutor::new());
+/// A client of its own, over HTTP/2 with the protocol's 64 KiB windows.
+fn client(h2: bool) -> Http {
     if h2 {
-        b.http2_only(true)
-            .http2_initial_stream_window_size(65_535)
-            .http2_initial_connection_window_size(65_535);
+        Http::h2_small_windows()
+    } else {
+        Http::h1()
     }
-    b.build_http()
 }
 
-fn full(b: impl Into<Bytes>) -> Body {
-    Full::new(b.into()).boxed()
-}
-
-/// A whole answer: status, headers, body and trailers.
-struct Whole {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Bytes,
-    trailers: Option<HeaderMap>,
-}
-
+/// `method` `path` at `addr`, read whole, asking for the trailers that carry a stream's status
+/// (over HTTP/1.1 a server sends them only to a client that says it takes them).
 async fn request(
-    client: &Client<HttpConnector, Body>,
+    http: &Http,
     method: &str,
-    uri: String,
+    addr: SocketAddr,
+    path: &str,
     headers: &[(&str, &str)],
-    body: Body,
-) -> Whole {
-    let mut req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("te", "trailers");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let response = tokio::time::timeout(
-        Duration::from_secs(30),
-        client.request(req.body(body).unwrap()),
-    )
-    .await
-    .expect("answer within 30 s")
-    .expect("request sent");
-    let (parts, body) = response.into_parts();
-    let collected = tokio::time::timeout(Duration::from_secs(60), body.collect())
-        .await
-        .expect("body within 60 s")
-        .expect("body");
-    let trailers = collected.trailers().cloned();
-    Whole {
-        status: parts.status,
-        headers: parts.headers,
-        body: collected.to_bytes(),
-        trailers,
-    }
+    body: impl Into<Bytes>,
+) -> Answer {
+    let headers: Vec<(&str, &str)> = [("te", "trailers")]
+        .into_iter()
+        .chain(headers.iter().copied())
+        .collect();
+    http.request(method, addr, path, &headers, body).await
 }
 
-fn content_type(w: &Whole) -> &str {
-    w.headers.get("content-type").unwrap().to_str().unwrap()
+fn content_type(w: &Answer) -> &str {
+    w.header("content-type").expect("a Content-Type")
 }
 
 /// Splits a body in `framing` and renders each message (a Book, or a final status record)
@@ -168,7 +134,7 @@ fn sse_events(body: &[u8]) -> Vec<(String, Value)> {
 #[tokio::test]
 async fn server_streams_in_every_framing() {
     let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
-    let uri = format!("http://{}/v1/shelves/1/books:watch?count=3", s.gw.addr);
+    let (addr, path) = (s.gw.addr, "/v1/shelves/1/books:watch?count=3");
     for h2 in [false, true] {
         let c = client(h2);
         let get = |accept: &'static str| {
@@ -178,8 +144,7 @@ async fn server_streams_in_every_framing() {
                 vec![("accept", accept)]
             };
             let c = c.clone();
-            let uri = uri.clone();
-            async move { request(&c, "GET", uri, &headers, full("")).await }
+            async move { request(&c, "GET", addr, path, &headers, "").await }
         };
         // No Accept: one JSON array.
         let w = get("").await;
@@ -221,12 +186,10 @@ async fn errors_before_and_after_the_first_message() {
     let w = request(
         &c,
         "GET",
-        format!(
-            "http://{}/v1/shelves/1/books:watch?count=3&failAfter=-1",
-            s.gw.addr
-        ),
+        s.gw.addr,
+        "/v1/shelves/1/books:watch?count=3&failAfter=-1",
         &[],
-        full(""),
+        "",
     )
     .await;
     assert_eq!(w.status, 400);
@@ -235,12 +198,9 @@ async fn errors_before_and_after_the_first_message() {
     assert_eq!(w.headers["grpc-status"], "9");
 
     // After two: the framing's final status record, and the trailers.
-    let uri = format!(
-        "http://{}/v1/shelves/1/books:watch?count=5&failAfter=2",
-        s.gw.addr
-    );
+    let (addr, path) = (s.gw.addr, "/v1/shelves/1/books:watch?count=5&failAfter=2");
     let error = json!({"@error": {"code": 9, "message": "watch failed after 2 books"}});
-    let w = request(&c, "GET", uri.clone(), &[], full("")).await;
+    let w = request(&c, "GET", addr, path, &[], "").await;
     assert_eq!(w.status, 200);
     let mut want = books(2);
     want.push(error.clone());
@@ -276,15 +236,16 @@ async fn errors_before_and_after_the_first_message() {
         ("application/x-ndjson", InFraming::Ndjson),
         ("application/msgpack", InFraming::Msgpack),
     ] {
-        let w = request(&c, "GET", uri.clone(), &[("accept", accept)], full("")).await;
+        let w = request(&c, "GET", addr, path, &[("accept", accept)], "").await;
         assert_eq!(messages(framing, &w.body), want, "{accept}");
     }
     let w = request(
         &c,
         "GET",
-        uri.clone(),
+        addr,
+        path,
         &[("accept", "text/event-stream")],
-        full(""),
+        "",
     )
     .await;
     let events = sse_events(&w.body);
@@ -294,9 +255,10 @@ async fn errors_before_and_after_the_first_message() {
     let w = request(
         &c,
         "GET",
-        uri,
+        addr,
+        path,
         &[("accept", "application/x-protobuf")],
-        full(""),
+        "",
     )
     .await;
     let mut split = Splitter::new(InFraming::Delimited, 1 << 20);
@@ -328,8 +290,8 @@ const PATIENCE: Duration = Duration::from_secs(30);
 /// windows), from a socket whose receive buffer is fixed (set before connecting, so the kernel
 /// does not autotune it).
 enum Conn {
-    H1(hyper::client::conn::http1::SendRequest<Body>),
-    H2(hyper::client::conn::http2::SendRequest<Body>),
+    H1(hyper::client::conn::http1::SendRequest<Full<Bytes>>),
+    H2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
 }
 
 impl Conn {
@@ -359,7 +321,7 @@ impl Conn {
         }
     }
 
-    async fn send(&mut self, req: Request<Body>) -> http::Response<hyper::body::Incoming> {
+    async fn send(&mut self, req: Request<Full<Bytes>>) -> http::Response<hyper::body::Incoming> {
         let response = async {
             match self {
                 Conn::H1(send) => send.send_request(req).await,
@@ -397,7 +359,7 @@ async fn slow_reader(h2: bool) -> (usize, usize) {
         s.gw.addr
     ))
     .header("accept", "application/x-ndjson")
-    .body(full(""))
+    .body(Full::default())
     .unwrap();
     let response = conn.send(req).await;
     assert_eq!(response.status(), 200);
@@ -486,11 +448,9 @@ async fn a_client_that_goes_away_cancels_the_upstream_call() {
             "http://{}/v1/shelves/1/books:watch?count=1000000&interval=0.001s",
             s.gw.addr
         ))
-        .body(full(""))
+        .body(Full::<Bytes>::default())
         .unwrap();
-        let response = within("the answer's head", PATIENCE, c.request(req))
-            .await
-            .unwrap();
+        let response = c.open(req).await;
         let mut body = response.into_body();
         within("the first frame", PATIENCE, body.frame())
             .await
@@ -558,9 +518,10 @@ async fn client_streams_in_every_framing() {
             let w = request(
                 &c,
                 "POST",
-                format!("http://{}{path}", s.gw.addr),
+                s.gw.addr,
+                path,
                 &[("content-type", ct), ("accept", "application/json")],
-                full(body.clone()),
+                body.clone(),
             )
             .await;
             assert_eq!(w.status, 200, "{ct}: {:?}", w.body);
@@ -585,10 +546,20 @@ async fn a_broken_client_stream_is_never_taken_for_a_complete_one() {
     let c = client(false);
     let post = |ct: &'static str, body: Vec<u8>| {
         let c = c.clone();
-        let uri = format!("http://{}/v1/books:import", s.gw.addr);
-        async move { request(&c, "POST", uri, &[("content-type", ct)], full(body)).await }
+        let addr = s.gw.addr;
+        async move {
+            request(
+                &c,
+                "POST",
+                addr,
+                "/v1/books:import",
+                &[("content-type", ct)],
+                body,
+            )
+            .await
+        }
     };
-    let message = |w: &Whole| {
+    let message = |w: &Answer| {
         serde_json::from_slice::<Value>(&w.body).unwrap()["message"]
             .as_str()
             .unwrap()
@@ -636,7 +607,8 @@ async fn a_broken_client_stream_is_never_taken_for_a_complete_one() {
 
     // Whether a call above reached the upstream before its body failed depends on which the
     // gateway polled first. Here the upstream has taken the first message before the stream
-    // breaks, so a broken stream ended cleanly would be counted as a completed import.
+    // breaks, so a broken stream ended cleanly would be counted as a completed import. A
+    // client of its own: a reset request has no answer, which `Http` takes for a failure.
     let c = Client::builder(TokioExecutor::new())
         .http2_only(true)
         .build_http::<StreamBody<RecvStream<std::io::Error>>>();
@@ -725,9 +697,10 @@ async fn bidirectional_streams_flow_both_ways_over_http2() {
     let w = request(
         &client(false),
         "POST",
-        format!("http://{}/v1/books:chat", s.gw.addr),
+        s.gw.addr,
+        "/v1/books:chat",
         &[("content-type", "application/x-ndjson")],
-        full("{}\n"),
+        "{}\n",
     )
     .await;
     assert_eq!(w.status, 501);
@@ -735,7 +708,7 @@ async fn bidirectional_streams_flow_both_ways_over_http2() {
     // Over HTTP/2 each answer arrives before the next request is sent.
     let c = client(true);
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, Infallible>>(1);
-    let body = StreamBody::new(ReceiverStream::new(rx)).boxed();
+    let body = StreamBody::new(ReceiverStream::new(rx));
     let req = Request::post(format!("http://{}/v1/books:chat", s.gw.addr))
         .header("content-type", "application/x-ndjson")
         .body(body)
@@ -750,9 +723,7 @@ async fn bidirectional_streams_flow_both_ways_over_http2() {
         )
     };
     send("hello").await.unwrap();
-    let response = within("the answer's head", PATIENCE, c.request(req))
-        .await
-        .unwrap();
+    let response = c.open(req).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "application/x-ndjson");
     let mut body = response.into_body();
@@ -783,20 +754,13 @@ async fn stream_downgrades_count_per_message() {
     request(
         &c,
         "GET",
-        format!("http://{}/v1/shelves/1/books:watch?count=4", s.gw.addr),
+        s.gw.addr,
+        "/v1/shelves/1/books:watch?count=4",
         &[("accept", "application/x-ndjson")],
-        full(""),
+        "",
     )
     .await;
-    let m = request(
-        &c,
-        "GET",
-        format!("http://{}/metrics", s.gw.addr),
-        &[],
-        full(""),
-    )
-    .await;
-    let text = String::from_utf8_lossy(&m.body);
+    let text = c.metrics(s.gw.addr).await;
     assert_eq!(
         metric(
             &text,
@@ -815,25 +779,23 @@ async fn strict_accept_negotiates_the_stream_framing() {
     };
     let s = library::start_with_gateway(config).await;
     let c = client(false);
-    let uri = format!("http://{}/v1/shelves/1/books:watch?count=2", s.gw.addr);
+    let (addr, path) = (s.gw.addr, "/v1/shelves/1/books:watch?count=2");
     for (accept, want) in [
         ("text/event-stream", "text/event-stream"),
         ("application/x-ndjson", "application/x-ndjson"),
     ] {
-        let w = request(&c, "GET", uri.clone(), &[("accept", accept)], full("")).await;
+        let w = request(&c, "GET", addr, path, &[("accept", accept)], "").await;
         assert_eq!(w.status, 200, "{accept}");
         assert_eq!(content_type(&w), want);
     }
-    let w = request(&c, "GET", uri, &[("accept", "text/html")], full("")).await;
+    let w = request(&c, "GET", addr, path, &[("accept", "text/html")], "").await;
     assert_eq!(w.status, 406);
 }
 
 #[tokio::test]
 async fn a_client_that_leaves_a_bidirectional_stream_resets_the_upstream_call() {
     let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
-    let c = Client::builder(TokioExecutor::new())
-        .http2_only(true)
-        .build_http::<StreamBody<RecvStream<std::io::Error>>>();
+    let c = Http::h2();
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
     let req = Request::post(format!("http://{}/v1/books:chat", s.gw.addr))
         .header("content-type", "application/x-ndjson")
@@ -844,9 +806,7 @@ async fn a_client_that_leaves_a_bidirectional_stream_resets_the_upstream_call() 
     tx.send(Ok(Frame::data(Bytes::from_static(b"{\"title\":\"hi\"}\n"))))
         .await
         .unwrap();
-    let response = within("the answer's head", PATIENCE, c.request(req))
-        .await
-        .unwrap();
+    let response = c.open(req).await;
     let mut body = response.into_body();
     within("the first answer", PATIENCE, body.frame())
         .await
@@ -885,11 +845,9 @@ async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
         ))
         .header("accept", "application/x-ndjson")
         .header("grpc-metadata-x-test-stream", "hold")
-        .body(full(""))
+        .body(Full::<Bytes>::default())
         .unwrap();
-        let response = within("the answer's head", PATIENCE, c.request(req))
-            .await
-            .unwrap();
+        let response = c.open(req).await;
         assert_eq!(response.status(), StatusCode::OK);
         let mut body = response.into_body();
         // The first message is out (headers went with it); the second waits.
@@ -924,12 +882,9 @@ async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
             s.gw.addr
         ))
         .header("accept", "application/x-ndjson")
-        .body(full(""))
+        .body(Full::<Bytes>::default())
         .unwrap();
-        let mut body = within("the answer's head", PATIENCE, c.request(req))
-            .await
-            .unwrap()
-            .into_body();
+        let mut body = c.open(req).await.into_body();
         within("the first message", PATIENCE, body.frame())
             .await
             .unwrap()
@@ -956,21 +911,14 @@ async fn a_message_that_does_not_render_ends_the_stream_cleanly_in_every_framing
     let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
     // HTTP/2: the trailers reach the client.
     let c = client(true);
-    let url = format!("http://{}/v1/shelves/1/books:watch?count=3", s.gw.addr);
+    let (addr, path) = (s.gw.addr, "/v1/shelves/1/books:watch?count=3");
     let broken = ("grpc-metadata-x-test-stream", "broken-utf8");
     for (accept, framing) in [
         ("application/x-ndjson", InFraming::Ndjson),
         ("application/json", InFraming::JsonArray),
         ("application/msgpack", InFraming::Msgpack),
     ] {
-        let w = request(
-            &c,
-            "GET",
-            url.clone(),
-            &[("accept", accept), broken],
-            full(""),
-        )
-        .await;
+        let w = request(&c, "GET", addr, path, &[("accept", accept), broken], "").await;
         assert_eq!(w.status, StatusCode::OK);
         // The whole body is well-formed: the good message, then the error record (nothing of
         // the failed message, not even its separator), and nothing after.
@@ -989,9 +937,10 @@ async fn a_message_that_does_not_render_ends_the_stream_cleanly_in_every_framing
     let w = request(
         &c,
         "GET",
-        url,
+        addr,
+        path,
         &[("accept", "text/event-stream"), broken],
-        full(""),
+        "",
     )
     .await;
     let events = sse_events(&w.body);
