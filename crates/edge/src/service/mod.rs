@@ -147,7 +147,11 @@ impl Edge {
                 );
             }
             "/openapi.json" => {
-                return plain(StatusCode::OK, "application/json", self.openapi.clone());
+                return plain(
+                    StatusCode::OK,
+                    transcode::media::JSON[0],
+                    self.openapi.clone(),
+                );
             }
             _ => {}
         }

@@ -3,18 +3,29 @@
 
 use super::*;
 
+/// Whose rendering a downgrade is: the method, the client, and whether JSON was a fallback
+/// (Accept named nothing we serve) rather than asked for.
+pub(super) struct Rendering<'a> {
+    pub(super) method: &'a Method,
+    pub(super) client: &'a Client,
+    pub(super) fallback: bool,
+}
+
 impl Edge {
     /// Counts the downgrades of one rendering of a protobuf message as `to`, and logs them
     /// (rate-limited) when `log` (a stream logs its first message's only).
     pub(super) fn note_downgrades(
         &self,
-        method: &Method,
-        client: &Client,
-        fallback: bool,
+        of: &Rendering<'_>,
         to: Format,
         findings: &Findings,
         log: bool,
     ) {
+        let Rendering {
+            method,
+            client,
+            fallback,
+        } = *of;
         let note = |reason: Reason, findings: Option<&Findings>| {
             self.metrics
                 .downgrades
@@ -73,7 +84,12 @@ impl Edge {
         let (body, findings) = self.status_rendering(err, format);
         if let (Some(findings), Some(method)) = (findings, ctx.method) {
             let fallback = ctx.plan.is_some_and(|p| p.fallback);
-            self.note_downgrades(method, &ctx.client, fallback, format, &findings, true);
+            let of = Rendering {
+                method,
+                client: &ctx.client,
+                fallback,
+            };
+            self.note_downgrades(&of, format, &findings, true);
         }
         let mut response = plain(status, negotiate::content_type(format), body);
         let headers = response.headers_mut();

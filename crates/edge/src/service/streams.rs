@@ -553,14 +553,12 @@ impl StreamState {
         // first that drops unknown fields.
         let first_loss = findings.dropped_data() && !self.logged_loss;
         self.logged_loss |= findings.dropped_data();
-        edge.note_downgrades(
-            &self.method,
-            &self.client,
-            self.fallback,
-            to,
-            &findings,
-            self.count == 0 || first_loss,
-        );
+        let of = Rendering {
+            method: &self.method,
+            client: &self.client,
+            fallback: self.fallback,
+        };
+        edge.note_downgrades(&of, to, &findings, self.count == 0 || first_loss);
         if in_place {
             self.framing.record_end(out);
         } else {

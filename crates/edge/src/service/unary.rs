@@ -137,14 +137,12 @@ impl Edge {
                     to.as_str()
                 ))
             })?;
-        self.note_downgrades(
-            target.method,
-            &ctx.client,
-            plan.fallback,
-            to,
-            &findings,
-            true,
-        );
+        let of = Rendering {
+            method: target.method,
+            client: &ctx.client,
+            fallback: plan.fallback,
+        };
+        self.note_downgrades(&of, to, &findings, true);
         Ok(plain(
             StatusCode::OK,
             negotiate::content_type(to),
