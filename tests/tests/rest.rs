@@ -323,7 +323,8 @@ async fn configured_rules_replace_annotations() {
     };
     let e = edge::Edge::new(library::schema(), upstreams, clash)
         .err()
-        .expect("conflict refused");
+        .expect("conflict refused")
+        .to_string();
     assert!(
         e.contains("library.v1.Library.GetBook") && e.contains("library.v1.Library.Unannotated"),
         "{e}"

@@ -216,6 +216,38 @@ impl fmt::Display for EdgeError {
 
 impl std::error::Error for EdgeError {}
 
+/// Why an [`crate::Edge`] or its [`crate::Upstreams`] cannot be built from a configuration.
+#[derive(Debug)]
+pub enum SetupError {
+    /// An upstream URI that cannot be used, and why.
+    Upstream { uri: String, reason: String },
+    /// An upstream configured for a service the schema lacks (a misspelt name).
+    UnknownService { service: String, known: Vec<String> },
+    /// The HTTP rules do not fit the schema, or two of them match the same requests.
+    Routes(transcode::SchemaError),
+    /// The schema has no google.rpc.Status (error bodies need it).
+    NoStatus,
+}
+
+impl fmt::Display for SetupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetupError::Upstream { uri, reason } => write!(f, "upstream {uri:?}: {reason}"),
+            SetupError::UnknownService { service, known } => write!(
+                f,
+                "services.\"{service}\": the schema has no such service (it has {})",
+                known.join(", ")
+            ),
+            SetupError::Routes(e) => write!(f, "{e}"),
+            SetupError::NoStatus => f.write_str(
+                "the schema lacks google.rpc.Status and the bundled copy could not be added",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SetupError {}
+
 /// gRPC's grpc-message encoding: bytes outside printable ASCII, and `%`, as `%XX`.
 pub(crate) fn encode_grpc_message(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

@@ -28,7 +28,7 @@ pub mod upstream;
 
 use std::time::Duration;
 
-pub use error::EdgeError;
+pub use error::{EdgeError, SetupError};
 pub use server::{serve, serve_all};
 pub use service::Edge;
 pub use upstream::{UpstreamOptions, Upstreams};

@@ -364,8 +364,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             &[],
             config.max_response_bytes,
         )
-        .map_err(ConfigError)?;
-        let edge = Arc::new(edge::Edge::new(schema, upstreams, config).map_err(ConfigError)?);
+        .map_err(|e| ConfigError(e.to_string()))?;
+        let edge = Arc::new(
+            edge::Edge::new(schema, upstreams, config).map_err(|e| ConfigError(e.to_string()))?,
+        );
         let listeners = listen.bind()?;
         let addr = listeners[0].local_addr()?;
         let shutdown = run::shutdown_signal()?;

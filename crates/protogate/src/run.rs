@@ -29,9 +29,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             &resolved.service_upstreams,
             resolved.edge.max_response_bytes,
         )
-        .map_err(ConfigError)?;
+        .map_err(|e| ConfigError(e.to_string()))?;
         let methods = schema.methods().count();
-        let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge).map_err(ConfigError)?);
+        let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge).map_err(|e| ConfigError(e.to_string()))?);
         // Bound last: every configuration error is reported before a port opens.
         let listeners = resolved.listen.bind()?;
         let shutdown = shutdown_signal()?;

@@ -71,7 +71,15 @@ pub fn document(schema: &Schema, routes: &Routes, title: &str) -> Value {
         }
         let method = route.rule.method.to_ascii_lowercase();
         let (path, names) = paths.key_for(&converted);
-        if paths.taken(&path, &method) {
+        // A rule the router never reaches (`Routes::resolve` sends a request on a gRPC path
+        // to its method first) is listed with the overlapping ones, as is one whose path and
+        // method an earlier entry took.
+        let unreachable = converted.vars.is_empty()
+            && matches!(
+                routes.resolve(schema, &route.rule.method, &route.rule.path),
+                crate::rest::Resolution::Found(r) if r.rule.is_none()
+            );
+        if unreachable || paths.taken(&path, &method) {
             let op = g.operation(&route.method, Some((route, &converted)), id, &own);
             overlapping
                 .entry(route.rule.path.clone())

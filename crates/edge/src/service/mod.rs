@@ -19,7 +19,7 @@ use crate::EdgeConfig;
 pub use crate::body::ResponseBody;
 use crate::body::{BodyEnd, read_limited};
 use crate::downgrade::{Client, Downgrade, DowngradeLog, Reason};
-use crate::error::{Code, EdgeError};
+use crate::error::{Code, EdgeError, SetupError};
 use crate::metrics::{DowngradeLabels, MethodLabels, MethodName, Metrics, RequestLabels};
 use crate::negotiate;
 use crate::upstream::Upstreams;
@@ -65,24 +65,28 @@ struct RequestCtx<'a> {
 }
 
 impl Edge {
-    pub fn new(schema: Schema, upstreams: Upstreams, config: EdgeConfig) -> Result<Edge, String> {
+    pub fn new(
+        schema: Schema,
+        upstreams: Upstreams,
+        config: EdgeConfig,
+    ) -> Result<Edge, SetupError> {
         let status = schema
             .message("google.rpc.Status")
-            .ok_or("the schema lacks google.rpc.Status and the bundled copy could not be added")?;
+            .ok_or(SetupError::NoStatus)?;
         // An upstream for a service the schema lacks routes nothing: a misspelt name.
         if let Some(missing) = upstreams
             .services()
             .find(|name| schema.methods().all(|m| &*m.service != *name))
         {
-            let mut known: Vec<&str> = schema.methods().map(|m| &*m.service).collect();
+            let mut known: Vec<String> = schema.methods().map(|m| m.service.to_string()).collect();
             known.sort_unstable();
             known.dedup();
-            return Err(format!(
-                "services.\"{missing}\": the schema has no such service (it has {})",
-                known.join(", ")
-            ));
+            return Err(SetupError::UnknownService {
+                service: missing.to_owned(),
+                known,
+            });
         }
-        let routes = Routes::new(&schema, &config.http_rules).map_err(|e| e.to_string())?;
+        let routes = Routes::new(&schema, &config.http_rules).map_err(SetupError::Routes)?;
         let openapi = transcode::openapi::document(&schema, &routes, "protogate");
         let openapi = Bytes::from(openapi.to_string());
         let downgrades = DowngradeLog::new(

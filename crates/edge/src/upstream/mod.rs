@@ -6,6 +6,7 @@
 mod sanitize;
 mod unary;
 
+use crate::error::SetupError;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,7 +152,7 @@ impl Upstreams {
         default: Option<&str>,
         by_service: &[(String, String)],
         max_response_bytes: usize,
-    ) -> Result<Upstreams, String> {
+    ) -> Result<Upstreams, SetupError> {
         Upstreams::with_options(
             default,
             by_service,
@@ -166,15 +167,18 @@ impl Upstreams {
         by_service: &[(String, String)],
         max_response_bytes: usize,
         options: UpstreamOptions,
-    ) -> Result<Upstreams, String> {
+    ) -> Result<Upstreams, SetupError> {
         // Services on the same upstream share its connection.
         let mut shared: HashMap<String, Route> = HashMap::new();
-        let mut route = |uri: &str| -> Result<Route, String> {
+        let mut route = |uri: &str| -> Result<Route, SetupError> {
             if let Some(route) = shared.get(uri) {
                 return Ok(route.clone());
             }
             let mut endpoint = Endpoint::from_shared(uri.to_owned())
-                .map_err(|e| format!("upstream {uri:?} is not a valid URI: {e}"))?
+                .map_err(|e| SetupError::Upstream {
+                    uri: uri.to_owned(),
+                    reason: format!("not a valid URI: {e}"),
+                })?
                 .tcp_nodelay(true)
                 .connect_timeout(options.connect_timeout)
                 .keep_alive_while_idle(false);
@@ -195,7 +199,7 @@ impl Upstreams {
         let by_service = by_service
             .iter()
             .map(|(service, uri)| Ok((service.clone(), route(uri)?)))
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, SetupError>>()?;
         Ok(Upstreams {
             default,
             by_service,

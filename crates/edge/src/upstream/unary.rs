@@ -13,6 +13,7 @@
 //! fail the calls that had not reached it; a connection is replaced before its stream ids run
 //! out; a status the upstream sends malformed is an error, never a panic.
 
+use crate::error::SetupError;
 use std::io::Cursor;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -119,17 +120,21 @@ impl Upstream {
         uri: &str,
         options: UpstreamOptions,
         max_response_bytes: usize,
-    ) -> Result<Upstream, String> {
+    ) -> Result<Upstream, SetupError> {
+        let bad = |reason: String| SetupError::Upstream {
+            uri: uri.to_owned(),
+            reason,
+        };
         let parsed: Uri = uri
             .parse()
-            .map_err(|e| format!("upstream {uri:?} is not a valid URI: {e}"))?;
+            .map_err(|e| bad(format!("not a valid URI: {e}")))?;
         if parsed.scheme() != Some(&Scheme::HTTP) {
-            return Err(format!(
-                "upstream {uri:?}: only http:// (gRPC over cleartext HTTP/2) is supported"
+            return Err(bad(
+                "only http:// (gRPC over cleartext HTTP/2) is supported".into(),
             ));
         }
         let Some(authority) = parsed.authority().cloned() else {
-            return Err(format!("upstream {uri:?} has no host"));
+            return Err(bad("no host".into()));
         };
         Ok(Upstream {
             authority,
