@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use protogate_tests::pb::{Kind, Part, Thing};
 use protogate_tests::{
     Http, convert, decode_thing, encode, eventually, log_lines, metric, start_backend,
@@ -441,6 +443,18 @@ async fn errors_answer_with_google_rpc_status() {
             .unwrap()
             .contains("grpc-timeout")
     );
+    // A malformed deadline is answered in the negotiated format (the plan is made first).
+    let a = http
+        .post(
+            gw.addr,
+            ECHO,
+            "application/msgpack",
+            &[("grpc-timeout", "soon")],
+            Bytes::from_static(b"\x80"),
+        )
+        .await;
+    assert_eq!(a.status, 400);
+    assert_eq!(a.header("content-type"), Some("application/msgpack"));
 
     // 404, 405 (with Allow), 415, 413, 501.
     let a = http
@@ -944,7 +958,7 @@ async fn a_client_gone_mid_body_is_recorded_as_499() {
         .await
         .unwrap();
     drop(stream);
-    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="499",grpc_code="Cancelled"}"#;
+    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="499",grpc_code="Canceled"}"#;
     let text = eventually("a 499 to be recorded", Duration::from_secs(30), || {
         let text = edge.metrics().render();
         (metric(&text, key) > 0.0).then_some(text)

@@ -874,7 +874,7 @@ async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
         assert_eq!(metric(&after, DONE), done_before + 1.0, "h2 {h2}: {after}");
 
         // A client that leaves mid-stream: counted as 499 when the gateway notices.
-        const LEFT: &str = r#"protogate_requests_total{method="library.v1.Library/WatchBooks",request_format="json",response_format="json",code="499",grpc_code="Cancelled"}"#;
+        const LEFT: &str = r#"protogate_requests_total{method="library.v1.Library/WatchBooks",request_format="json",response_format="json",code="499",grpc_code="Canceled"}"#;
         let left_before = metric(&after, LEFT);
         let c = client(h2);
         let req = Request::get(format!(

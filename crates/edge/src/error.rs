@@ -52,12 +52,13 @@ impl Code {
         }
     }
 
-    /// The code's name as gRPC writes it (`OK`, `InvalidArgument`, …): the `grpc_code` label.
+    /// The code's name as grpc-go writes it (`OK`, `Canceled`, `InvalidArgument`, …), which
+    /// its Prometheus metrics use for their `grpc_code` label: ours.
     pub fn name(self) -> &'static str {
         use Code::*;
         match self {
             Ok => "OK",
-            Cancelled => "Cancelled",
+            Cancelled => "Canceled",
             Unknown => "Unknown",
             InvalidArgument => "InvalidArgument",
             DeadlineExceeded => "DeadlineExceeded",

@@ -1,30 +1,19 @@
 //! `call_upstream`: the one wrapper around every upstream call, whatever its shape. It owns
 //! the deadline, the upstream-latency observation (from sending the request to the
 //! upstream's first answer — a unary answer, a stream's headers — or its error) and the
-//! mapping of a failure to the client's error, mid-stream failures included.
+//! mapping of a failure to the client's error (`upstream_failure` before the answer,
+//! `mid_stream_failure` after a stream's first message).
 
 use super::*;
 
 /// One upstream call in progress: what its failures are mapped with.
 pub(super) struct UpstreamCall<'a> {
-    method: std::borrow::Cow<'a, Method>,
+    method: &'a Method,
     started: Instant,
     /// The deadline the call runs under (a stream without the client's: none).
     timeout: Option<Duration>,
     /// A pass-through request body, kept (a reference count) to diagnose a failure.
     sent: Option<Bytes>,
-}
-
-impl UpstreamCall<'_> {
-    /// The same call, owned (for a response stream, which outlives the request's borrows).
-    pub(super) fn into_owned(self) -> UpstreamCall<'static> {
-        UpstreamCall {
-            method: std::borrow::Cow::Owned(self.method.into_owned()),
-            started: self.started,
-            timeout: self.timeout,
-            sent: self.sent,
-        }
-    }
 }
 
 impl Edge {
@@ -38,7 +27,7 @@ impl Edge {
         call: impl Future<Output = Result<T, tonic::Status>>,
     ) -> Result<(T, UpstreamCall<'m>), EdgeError> {
         let this = UpstreamCall {
-            method: std::borrow::Cow::Borrowed(method),
+            method,
             started: Instant::now(),
             timeout,
             sent,
@@ -69,9 +58,9 @@ impl Edge {
         // tonic's code, in the edge's one vocabulary from here on.
         let code = Code::from_i32(status.code() as i32);
         // The upstream enforces the grpc-timeout we sent and may answer CANCELLED (tonic) or
-        // DEADLINE_EXCEEDED a little before our own timer fires (the value sent is rounded to
-        // its unit, and upstreams may keep a margin): within the last tenth of the deadline,
-        // that is our deadline passing.
+        // DEADLINE_EXCEEDED a little before our own timer on the call fires (the value sent is
+        // rounded to its unit, and upstreams may keep a margin): within the last tenth of the
+        // deadline, that is our deadline passing.
         if let Some(timeout) = call.timeout
             && matches!(code, Code::Cancelled | Code::DeadlineExceeded)
             && call.started.elapsed() >= timeout.mul_f64(0.9)
@@ -91,6 +80,13 @@ impl Edge {
         }
         upstream_error(code, status)
     }
+}
+
+/// A failure in the middle of a response stream: no timer of ours runs there and the request
+/// was taken, so it is the upstream's status as it sent it (or the gateway's own loss of the
+/// connection, in its words), never reinterpreted.
+pub(super) fn mid_stream_failure(status: &tonic::Status) -> EdgeError {
+    upstream_error(Code::from_i32(status.code() as i32), status)
 }
 
 /// A failed call's status as the client's error: the upstream's own status exactly as it sent

@@ -1,6 +1,7 @@
 //! The request path, step by step: route → negotiate → decode_request → call_upstream →
-//! encode_response → record, each step in the module named for it (unary.rs and streams.rs
-//! drive them per call shape). Every answer, success or error, leaves through the end of
+//! encode_response → record: `route` here, `negotiate` in plan.rs, `decode_request` and
+//! `encode_response` in unary.rs, `call_upstream` in call.rs, `record` in record.rs; unary.rs
+//! and streams.rs drive them per call shape. Every answer, success or error, leaves through the end of
 //! [`Edge::handle`] and is recorded once (a streamed answer when its body ends); a request
 //! whose client leaves before its answer's head is not recorded, only leaves the in-flight
 //! gauge.
@@ -32,7 +33,7 @@ mod streams;
 mod unary;
 
 use crate::headers::*;
-use call::UpstreamCall;
+use call::mid_stream_failure;
 use plan::Plan;
 use record::{Finish, Outcome, StreamEnd};
 use respond::*;
@@ -53,7 +54,7 @@ pub struct Edge {
     openapi: Bytes,
 }
 
-/// One request's context: who asked, for what, in which formats, and what was downgraded.
+/// One request's context: when it began, who asked, for which method, and its plan.
 struct RequestCtx<'a> {
     start: Instant,
     method: Option<&'a Method>,
@@ -215,7 +216,9 @@ impl Edge {
         let resolved = self.route(ctx, head)?;
         let target = resolved.binding();
         ctx.method = Some(target.method);
-        let plan = self.negotiate(head, target)?;
+        let mut plan = self.negotiate(head, target)?;
+        ctx.plan = Some(plan);
+        plan.deadline = self.deadline(head, plan)?;
         ctx.plan = Some(plan);
         match target.method.streaming {
             StreamingKind::Unary => self.unary(ctx, head, target, plan, body).await,

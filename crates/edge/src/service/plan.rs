@@ -22,7 +22,7 @@ pub(super) struct Plan {
     /// Accept named nothing we serve: answered in JSON all the same (`accept_fallback`).
     pub(super) fallback: bool,
     /// The upstream call's deadline: the client's capped by `upstream_timeout` for calls with
-    /// one answer; the client's own, if any, for response streams.
+    /// one answer; the client's own, if any, for response streams ([`Edge::deadline`]).
     pub(super) deadline: Option<Duration>,
 }
 
@@ -82,15 +82,6 @@ impl Edge {
             let (format, fallback) = negotiate::response_format(request, accept, strict, protobuf)?;
             (format, None, fallback)
         };
-        // One answer: the unary deadline. A response stream lasts as long as it lasts: only
-        // the client's own deadline.
-        let client = client_timeout(&head.headers)?;
-        let deadline = if streams_out {
-            client
-        } else {
-            let cap = self.config.upstream_timeout;
-            Some(client.map_or(cap, |t| t.min(cap)))
-        };
         Ok(Plan {
             request,
             body_type,
@@ -98,8 +89,24 @@ impl Edge {
             response,
             out_framing,
             fallback,
-            deadline,
+            deadline: None,
         })
+    }
+
+    /// The plan's deadline, read once the formats are known (a malformed deadline header is
+    /// answered in them). One answer: the client's deadline capped by `upstream_timeout`. A
+    /// response stream lasts as long as it lasts: only the client's own.
+    pub(super) fn deadline(
+        &self,
+        head: &http::request::Parts,
+        plan: Plan,
+    ) -> Result<Option<Duration>, EdgeError> {
+        let client = client_timeout(&head.headers)?;
+        if plan.out_framing.is_some() {
+            return Ok(client);
+        }
+        let cap = self.config.upstream_timeout;
+        Ok(Some(client.map_or(cap, |t| t.min(cap))))
     }
 
     /// What a request stream needs before its framing is looked at: a bidirectional stream

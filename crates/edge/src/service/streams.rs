@@ -60,12 +60,11 @@ impl Stream for RequestStream {
 }
 
 /// An opened upstream stream: its headers' metadata, the first message when it was read
-/// before answering, the rest, and the call its failures are mapped with.
+/// before answering, and the rest.
 struct Opened {
     metadata: HeaderMap,
     first: Option<Bytes>,
     upstream: tonic::Streaming<Bytes>,
-    call: UpstreamCall<'static>,
 }
 
 impl Edge {
@@ -105,7 +104,6 @@ impl Edge {
             metadata,
             first,
             upstream,
-            call: call.into_owned(),
         };
         self.stream_response(ctx, target, framing, opened, None)
     }
@@ -197,12 +195,11 @@ impl Edge {
                 },
             }
         };
-        let ((metadata, upstream), call) = opened?;
+        let ((metadata, upstream), _) = opened?;
         let opened = Opened {
             metadata,
             first: None,
             upstream,
-            call: call.into_owned(),
         };
         let request_side = watching.then_some(RequestSide {
             failed,
@@ -258,7 +255,6 @@ impl Edge {
             metadata,
             first,
             upstream,
-            call,
         } = opened;
         let route = target.route().cloned();
         let raw = target.raw_response();
@@ -285,7 +281,6 @@ impl Edge {
             raw,
             first,
             upstream,
-            call,
             request_side,
             count: 0,
             logged_loss: false,
@@ -434,8 +429,6 @@ struct StreamState {
     raw: bool,
     first: Option<Bytes>,
     upstream: tonic::Streaming<Bytes>,
-    /// The call its failures are mapped with, as the call's own.
-    call: UpstreamCall<'static>,
     /// A bidirectional stream's request side.
     request_side: Option<RequestSide>,
     count: usize,
@@ -501,14 +494,14 @@ impl StreamState {
                     Err(_) => self.request_side = None,
                 },
                 message = self.upstream.message() => {
-                    return message.map_err(|s| self.edge.upstream_failure(&self.call, &s));
+                    return message.map_err(|s| mid_stream_failure(&s));
                 }
             }
         }
         self.upstream
             .message()
             .await
-            .map_err(|s| self.edge.upstream_failure(&self.call, &s))
+            .map_err(|s| mid_stream_failure(&s))
     }
 
     fn message(&mut self, message: &[u8], out: &mut Vec<u8>) -> Result<(), EdgeError> {

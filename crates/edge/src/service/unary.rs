@@ -1,7 +1,7 @@
 //! Unary calls, after `negotiate`: `decode_request` (the body read under its limits and
 //! converted, or passed through; path variables and query parameters bound under an HTTP
-//! rule; also the one request message of a server stream), `call_upstream`,
-//! `encode_response` (also the one answer of a client stream).
+//! rule; also the one request message of a server stream), the call, `encode_response`
+//! (also the one answer of a client stream).
 
 use super::*;
 
@@ -151,13 +151,10 @@ impl Edge {
     }
 }
 
-/// The 415 for a body in a type we do not read (worded from its Content-Type).
+/// The 415 for a body in a type we do not read (the plan has no body type): worded from its
+/// Content-Type, which only this error path reads again.
 fn unsupported_body(head: &http::request::Parts) -> EdgeError {
-    match negotiate::request_format(head.headers.get(header::CONTENT_TYPE)) {
-        Err(e) => e,
-        Ok(format) => EdgeError::Internal(format!(
-            "{} was taken for a type the gateway does not read",
-            format.as_str()
-        )),
-    }
+    negotiate::request_format(head.headers.get(header::CONTENT_TYPE))
+        .err()
+        .unwrap_or_else(|| EdgeError::UnsupportedMediaType("unsupported Content-Type".into()))
 }
