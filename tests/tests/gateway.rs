@@ -598,6 +598,37 @@ async fn metadata_travels_both_ways() {
         "{counts}"
     );
     assert_eq!(a.header("grpc-metadata-x-served-by"), Some("backend-v2"));
+
+    // A binary value must be base64 (as gRPC sends it): the client's 400, naming the header,
+    // not the upstream's INTERNAL.
+    let a = Http::h1()
+        .post(
+            gw.addr,
+            METADATA,
+            "application/json",
+            &[("grpc-metadata-trace-bin", "%%%")],
+            "{}",
+        )
+        .await;
+    assert_eq!(a.status, 400, "{:?}", a.json());
+    assert!(
+        a.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("grpc-metadata-trace-bin"),
+        "{:?}",
+        a.json()
+    );
+    let a = Http::h1()
+        .post(
+            gw.addr,
+            METADATA,
+            "application/json",
+            &[("grpc-metadata-trace-bin", "AAEC")],
+            "{}",
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.json());
 }
 
 /// A `grpc-timeout` value: at most 8 digits and a unit (gRPC over HTTP/2, "Timeout").

@@ -81,7 +81,8 @@ fn downgrade_lines(client: &str) -> Vec<(u64, String)> {
         .into_iter()
         .filter(|l| l.contains("downgrade:"))
         .map(|l| {
-            let n = l
+            // The field, not a client's words that look like it (quoted strings aside).
+            let n = without_quoted(&l)
                 .split_once("occurrences=")
                 .and_then(|(_, rest)| {
                     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
@@ -158,4 +159,64 @@ fn samples<'t>(text: &'t str, prefix: &'t str) -> impl Iterator<Item = (&'t str,
         let (labels, value) = rest.split_once("} ")?;
         Some((labels, value.trim().parse().ok()?))
     })
+}
+
+/// A client's words are quoted and escaped in the text log: a User-Agent cannot add fields
+/// to the downgrade line (nor to the request line).
+#[tokio::test]
+async fn a_user_agent_cannot_forge_log_fields() {
+    let backend = start_backend().await;
+    let cfg = edge::EdgeConfig {
+        downgrade_log_interval: Duration::ZERO,
+        ..Default::default()
+    };
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    let client = "observability-forgery";
+    let forged = r#"zz occurrences=999 method="admin/Delete""#;
+    let a = Http::h1()
+        .post(
+            gw.addr,
+            ECHO,
+            "application/json",
+            &[("x-client-id", client), ("user-agent", forged)],
+            r#"{"id":"1"}"#,
+        )
+        .await;
+    assert_eq!(a.status, 200);
+    let lines = eventually("the downgrade line", PATIENCE, || {
+        let lines = downgrade_lines(client);
+        (!lines.is_empty()).then_some(lines)
+    })
+    .await;
+    let line = &lines[0].1;
+    assert!(
+        line.contains(r#"user_agent="zz occurrences=999 method=\"admin/Delete\"""#),
+        "{line}"
+    );
+    // Outside quoted strings, the line has its own fields only.
+    let bare = without_quoted(line);
+    assert!(
+        bare.contains("occurrences=1") && !bare.contains("999"),
+        "{bare}"
+    );
+    assert!(!bare.contains("admin/Delete"), "{bare}");
+    assert_eq!(lines[0].0, 1, "{line}");
+}
+
+/// `line` with every double-quoted string (escapes honoured) taken out.
+fn without_quoted(line: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut escaped = false;
+    for c in line.chars() {
+        match (quoted, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (true, false, '"') => quoted = false,
+            (true, false, _) => {}
+            (false, _, '"') => quoted = true,
+            (false, _, c) => out.push(c),
+        }
+    }
+    out
 }

@@ -225,11 +225,13 @@ fn emit(
         method,
         reason = reason.as_str(),
         format = format.as_str(),
-        user_agent = %client.user_agent,
+        // The client's words quoted and escaped (as &str fields and `{:?}`): a User-Agent
+        // cannot pass for fields of the line.
+        user_agent = &*client.user_agent,
         client_id,
         occurrences,
         unknown_fields,
-        "downgrade: {method} answered as {} ({}) for client {} / {client_id}{detail}",
+        "downgrade: {method} answered as {} ({}) for client {:?} / {client_id:?}{detail}",
         format.as_str(),
         reason.as_str(),
         client.user_agent,

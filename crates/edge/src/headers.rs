@@ -74,7 +74,9 @@ pub(crate) fn client_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Ed
 
 /// Headers forwarded upstream as gRPC metadata: `authorization`, `x-request-id`, and every
 /// `grpc-metadata-*` with the prefix stripped (names reserved by gRPC are not forwarded).
-pub(crate) fn upstream_metadata(headers: &HeaderMap) -> HeaderMap {
+/// A binary (`-bin`) value must be base64, as gRPC sends it: anything else is the client's
+/// error (400 naming the header), not the upstream's (which would fail the call as INTERNAL).
+pub(crate) fn upstream_metadata(headers: &HeaderMap) -> Result<HeaderMap, EdgeError> {
     let mut out = HeaderMap::new();
     for (name, value) in headers {
         let n = name.as_str();
@@ -84,12 +86,19 @@ pub(crate) fn upstream_metadata(headers: &HeaderMap) -> HeaderMap {
             if rest.is_empty() || is_reserved_metadata(rest) {
                 continue;
             }
+            if rest.ends_with("-bin")
+                && crate::upstream::decode_binary_header(value.as_bytes()).is_none()
+            {
+                return Err(EdgeError::BadHeader(format!(
+                    "{n}: a binary metadata value (-bin) must be base64"
+                )));
+            }
             if let Ok(key) = HeaderName::from_bytes(rest.as_bytes()) {
                 out.append(key, value.clone());
             }
         }
     }
-    out
+    Ok(out)
 }
 
 pub(crate) fn is_reserved_metadata(name: &str) -> bool {
@@ -173,7 +182,7 @@ mod tests {
         h.insert("grpc-metadata-tenant", HeaderValue::from_static("acme"));
         h.insert("grpc-metadata-grpc-timeout", HeaderValue::from_static("1S"));
         h.insert("cookie", HeaderValue::from_static("secret"));
-        let md = upstream_metadata(&h);
+        let md = upstream_metadata(&h).unwrap();
         assert_eq!(md.get("authorization").unwrap(), "Bearer x");
         assert_eq!(md.get("x-request-id").unwrap(), "r1");
         assert_eq!(md.get("tenant").unwrap(), "acme");

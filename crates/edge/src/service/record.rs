@@ -33,7 +33,8 @@ impl Edge {
             status = o.status.as_u16(),
             grpc_code = o.grpc_code.name(),
             elapsed_us = elapsed.as_micros() as u64,
-            user_agent = %o.user_agent,
+            // Quoted and escaped: a client's words cannot pass for fields of the line.
+            user_agent = &*o.user_agent,
             "request"
         );
     }

@@ -90,7 +90,7 @@ impl Edge {
             &method.service,
             &method.path,
             futures_util::stream::iter([Some(message)]),
-            upstream_metadata(&head.headers),
+            upstream_metadata(&head.headers)?,
             timeout,
         );
         let ((metadata, mut upstream), call) =
@@ -129,7 +129,7 @@ impl Edge {
             &method.service,
             &method.path,
             requests,
-            upstream_metadata(&head.headers),
+            upstream_metadata(&head.headers)?,
             plan.deadline,
         );
         let call = self.call_upstream(method, plan.deadline, None, call);
@@ -180,7 +180,7 @@ impl Edge {
             &method.service,
             &method.path,
             requests,
-            upstream_metadata(&head.headers),
+            upstream_metadata(&head.headers)?,
             plan.deadline,
         );
         let call = self.call_upstream(method, plan.deadline, None, call);

@@ -86,7 +86,7 @@ impl Edge {
         let message = self.decode_request(head, target, plan, body).await?;
 
         // call_upstream
-        let metadata = upstream_metadata(&head.headers);
+        let metadata = upstream_metadata(&head.headers)?;
         // A pass-through body is kept (a reference count, no copy) to diagnose a failure;
         // bodies the gateway encoded itself are well-formed and need not be kept.
         let sent = (plan.request == Format::Protobuf).then(|| message.clone());

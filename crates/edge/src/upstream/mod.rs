@@ -343,7 +343,7 @@ fn host_port(authority: &http::uri::Authority) -> (&str, u16) {
 
 /// A gRPC binary header's value (`*-bin`): base64, sent unpadded, correct padding accepted
 /// (as tonic reads it: a value this refuses would make tonic's client panic).
-fn decode_binary_header(value: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn decode_binary_header(value: &[u8]) -> Option<Vec<u8>> {
     use base64::Engine as _;
     use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
     const BINARY_HEADER: GeneralPurpose = GeneralPurpose::new(
