@@ -168,3 +168,56 @@ async fn a_gateway_that_cannot_reach_its_upstream_says_so() {
     }
     drop(socket);
 }
+
+/// A raw HTTP/2 upstream that answers every call with `message` and status 0.
+async fn answering_upstream(message: &'static [u8]) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                while let Some(Ok((_, mut respond))) = conn.accept().await {
+                    let mut head = Response::new(());
+                    head.headers_mut()
+                        .insert("content-type", HeaderValue::from_static("application/grpc"));
+                    let Ok(mut send) = respond.send_response(head, false) else {
+                        continue;
+                    };
+                    let mut framed = vec![0u8];
+                    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+                    framed.extend_from_slice(message);
+                    let _ = send.send_data(framed.into(), false);
+                    let mut trailers = http::HeaderMap::new();
+                    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+                    let _ = send.send_trailers(trailers);
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn an_upstream_answer_that_does_not_render_is_the_upstreams_problem() {
+    // Thing.id (int64) as a varint longer than 64 bits: protobuf passes it through, JSON
+    // cannot render it.
+    let upstream = answering_upstream(&[
+        0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+    ])
+    .await;
+    let (gw, _) = start_gateway(&format!("http://{upstream}"), Default::default()).await;
+    let a = ask(gw.addr, ECHO, "application/json").await;
+    assert_eq!(a.status, 502, "{:?}", a.json());
+    assert_eq!(a.json()["code"], 13);
+    let message = a.json()["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.starts_with("the upstream's answer does not render as json"),
+        "{message}"
+    );
+    // As protobuf it passes through as it came: the client may read it as it can.
+    let a = ask(gw.addr, ECHO, "application/x-protobuf").await;
+    assert_eq!(a.status, 200);
+}

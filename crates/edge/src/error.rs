@@ -136,7 +136,10 @@ pub enum EdgeError {
     DeadlineExceeded,
     /// The upstream answered with a gRPC error (boxed: it is the largest variant).
     Upstream(Box<UpstreamError>),
-    /// A fault of ours (or an upstream answer we cannot render).
+    /// The upstream answered something that cannot be rendered (a malformed message, an
+    /// HttpBody that is not one): the upstream's problem, not the client's nor ours (502).
+    BadUpstreamAnswer(String),
+    /// A fault of ours.
     Internal(String),
 }
 
@@ -174,6 +177,7 @@ impl EdgeError {
             Unavailable(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
             DeadlineExceeded => (Code::DeadlineExceeded, StatusCode::GATEWAY_TIMEOUT),
             Upstream(u) => (u.code, u.code.http_status()),
+            BadUpstreamAnswer(_) => (Code::Internal, StatusCode::BAD_GATEWAY),
             Internal(_) => (Code::Internal, StatusCode::INTERNAL_SERVER_ERROR),
         }
     }
@@ -195,6 +199,7 @@ impl fmt::Display for EdgeError {
             | UnsupportedMediaType(m)
             | NotAcceptable(m)
             | Unavailable(m)
+            | BadUpstreamAnswer(m)
             | Internal(m) => f.write_str(m),
             UnknownMethod(what) => write!(f, "no method or HTTP rule for {what}"),
             MethodNotAllowed { what, allow } => write!(f, "{what} accepts {allow} only"),

@@ -261,7 +261,9 @@ impl Edge {
         let content_type = match &first {
             Some(first) if raw => {
                 let (ct, _) = target.raw_response_parts(first).map_err(|e| {
-                    EdgeError::Internal(format!("upstream HttpBody is malformed: {e}"))
+                    EdgeError::BadUpstreamAnswer(format!(
+                        "the upstream's HttpBody is malformed: {e}"
+                    ))
                 })?;
                 raw_content_type(&ct)
             }
@@ -508,9 +510,9 @@ impl StreamState {
         let edge = &self.edge;
         let binding = Binding::of_answer(&self.method, self.route.as_ref());
         if self.raw {
-            let (_, data) = binding
-                .raw_response_parts(message)
-                .map_err(|e| EdgeError::Internal(format!("upstream HttpBody is malformed: {e}")))?;
+            let (_, data) = binding.raw_response_parts(message).map_err(|e| {
+                EdgeError::BadUpstreamAnswer(format!("the upstream's HttpBody is malformed: {e}"))
+            })?;
             out.extend_from_slice(&data);
             self.count += 1;
             return Ok(());
@@ -536,8 +538,8 @@ impl StreamState {
             .response(&edge.schema, to, message, rendered, &edge.transcode)
             .map_err(|e| {
                 out.truncate(mark);
-                EdgeError::Internal(format!(
-                    "upstream message {} does not render as {}: {e}",
+                EdgeError::BadUpstreamAnswer(format!(
+                    "the upstream's message {} does not render as {}: {e}",
                     self.count,
                     to.as_str()
                 ))

@@ -115,9 +115,9 @@ impl Edge {
         answer: &Bytes,
     ) -> Result<Response<ResponseBody>, EdgeError> {
         if target.raw_response() {
-            let (content_type, data) = target
-                .raw_response_parts(answer)
-                .map_err(|e| EdgeError::Internal(format!("upstream HttpBody is malformed: {e}")))?;
+            let (content_type, data) = target.raw_response_parts(answer).map_err(|e| {
+                EdgeError::BadUpstreamAnswer(format!("the upstream's HttpBody is malformed: {e}"))
+            })?;
             return Ok(raw_response(&content_type, Bytes::from(data)));
         }
         let to = plan.response;
@@ -132,8 +132,8 @@ impl Edge {
         let findings = target
             .response(&self.schema, to, answer, &mut out, &self.transcode)
             .map_err(|e| {
-                EdgeError::Internal(format!(
-                    "upstream response does not render as {}: {e}",
+                EdgeError::BadUpstreamAnswer(format!(
+                    "the upstream's answer does not render as {}: {e}",
                     to.as_str()
                 ))
             })?;
