@@ -1034,3 +1034,53 @@ async fn malformed_protobuf_is_named_when_the_upstream_rejects_it() {
     assert_eq!(a.status, 200);
     assert_eq!(a.body.as_ref(), body.as_slice());
 }
+
+/// An error answered before the body was read says `Connection: close` over HTTP/1.1: the
+/// client then opens a new connection for its next request instead of writing it into one
+/// that is going away.
+#[tokio::test]
+async fn an_early_error_closes_the_connection_and_says_so() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let backend = start_backend().await;
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), config()).await;
+    let body = "x".repeat(32 * 1024);
+    for (what, head) in [
+        (
+            "404",
+            "POST /nowhere HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n",
+        ),
+        (
+            "415",
+            &*format!("POST {ECHO} HTTP/1.1\r\nhost: x\r\ncontent-type: text/plain\r\n"),
+        ),
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+        let request = format!("{head}content-length: {}\r\n\r\n{body}", body.len());
+        // The gateway may answer before it has read all of it: what was sent is enough.
+        let _ = stream.write_all(request.as_bytes()).await;
+        let mut got = Vec::new();
+        let read = protogate_tests::within("the answer", Duration::from_secs(30), async {
+            let mut buf = [0u8; 4096];
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+                if got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+        });
+        read.await;
+        let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+        assert!(
+            text.starts_with(&format!("http/1.1 {what}")),
+            "{what}: {text}"
+        );
+        assert!(text.contains("connection: close"), "{what}: {text}");
+    }
+    // A bodiless error keeps its connection (nothing is left unread).
+    let a = Http::h1().get(gw.addr, "/nowhere").await;
+    assert_eq!(a.status, 404);
+    assert_eq!(a.header("connection"), None);
+}

@@ -177,13 +177,22 @@ impl Edge {
             outcome: None,
         };
         let (head, body) = req.into_parts();
+        let had_body = !body.is_end_stream();
         let result = self.dispatch(&mut ctx, &head, body).await;
         let (mut response, code) = match result {
             Ok(response) => (response, Code::Ok),
-            Err(err) => (
-                self.error_response(&mut ctx, &head.headers, &err),
-                err.code_and_status().0,
-            ),
+            Err(err) => {
+                let mut response = self.error_response(&mut ctx, &head.headers, &err);
+                // An HTTP/1.1 error may be answered before the body was read (404, 405, 413,
+                // 415, …); the connection cannot carry another request then, and the client is
+                // told so instead of finding a closed connection under its next request.
+                if had_body && head.version < http::Version::HTTP_2 {
+                    response
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                (response, err.code_and_status().0)
+            }
         };
         finish.outcome = Some(Outcome::of(ctx, response.status(), code));
         if response.body().is_stream() {
