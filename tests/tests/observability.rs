@@ -220,3 +220,61 @@ fn without_quoted(line: &str) -> String {
     }
     out
 }
+
+/// A client that sends a new `x-client-id` with every request cannot flood the log: at most
+/// `downgrade_log_max_lines` lines per interval in all, then one line saying how many were
+/// held back; the counter stays exact.
+#[tokio::test]
+async fn downgrade_lines_are_capped_in_all() {
+    let backend = start_backend().await;
+    let cfg = edge::EdgeConfig {
+        downgrade_log_interval: Duration::from_secs(2),
+        downgrade_log_max_lines: 5,
+        ..Default::default()
+    };
+    let (gw, edge) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    let http = Http::h1();
+    let sent = 20;
+    for i in 0..sent {
+        let client = format!("observability-flood-{i}");
+        let a = http
+            .post(
+                gw.addr,
+                ECHO,
+                "application/json",
+                &[("x-client-id", client.as_str())],
+                r#"{"id":"1"}"#,
+            )
+            .await;
+        assert_eq!(a.status, 200);
+    }
+    // Every occurrence is either a line or counted in a summary (several windows, if the
+    // requests took longer than one on a slow machine), and most were held back.
+    let (written, held) = eventually("the summary of the held-back lines", PATIENCE, || {
+        let written = log_lines("client_id=\"observability-flood-").len();
+        let held: usize = log_lines("downgrade lines suppressed")
+            .iter()
+            .filter_map(|l| {
+                let n = without_quoted(l);
+                let digits: String = n
+                    .split_once("suppressed=")?
+                    .1
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse::<usize>().ok()
+            })
+            .sum();
+        (written + held == sent).then_some((written, held))
+    })
+    .await;
+    assert!(
+        held > 0 && written < sent,
+        "{written} written, {held} held back"
+    );
+    let counted = protogate_tests::metric(
+        &edge.metrics().render(),
+        r#"protogate_downgrades_total{method="protogate.test.svc.TestService/Echo",reason="json_requested"}"#,
+    );
+    assert_eq!(counted, sent as f64);
+}

@@ -89,6 +89,16 @@ pub struct DowngradeLog {
     interval: Duration,
     /// std Mutex: held for a map lookup only, never across an await.
     seen: Mutex<LruCache<Key, Entry>>,
+    /// The cap on lines per interval over every key, and its count.
+    max_lines: u64,
+    budget: Mutex<Budget>,
+}
+
+/// Lines written in the current window (one interval long), and lines held back in it.
+struct Budget {
+    window_start: Instant,
+    lines: u64,
+    suppressed: u64,
 }
 
 /// How many (method, reason, client) keys the limiter remembers.
@@ -101,7 +111,70 @@ impl DowngradeLog {
         DowngradeLog {
             interval,
             seen: Mutex::new(LruCache::new(cap)),
+            max_lines: u64::MAX,
+            budget: Mutex::new(Budget {
+                window_start: Instant::now(),
+                lines: 0,
+                suppressed: 0,
+            }),
         }
+    }
+
+    /// At most `max` lines per interval in all (a client that sends a new `x-client-id` with
+    /// every request would otherwise get a line per request); the rest are counted and said
+    /// by one summary line.
+    pub fn with_max_lines(mut self, max: u64) -> DowngradeLog {
+        self.max_lines = max;
+        self
+    }
+
+    /// Writes one line if the window's budget allows; a new window first reports what the
+    /// last one held back.
+    fn emit(
+        &self,
+        method: &str,
+        reason: Reason,
+        format: Format,
+        client: &Client,
+        dropped: &str,
+        occurrences: u64,
+    ) {
+        if !self.interval.is_zero() {
+            let Ok(mut budget) = self.budget.lock() else {
+                return;
+            };
+            self.roll(&mut budget);
+            if budget.lines >= self.max_lines {
+                budget.suppressed += 1;
+                return;
+            }
+            budget.lines += 1;
+        }
+        emit(method, reason, format, client, dropped, occurrences);
+    }
+
+    /// Starts a new window when the interval has passed, saying what the last one held back.
+    fn roll(&self, budget: &mut Budget) {
+        if budget.window_start.elapsed() < self.interval {
+            return;
+        }
+        if budget.suppressed > 0 {
+            tracing::warn!(
+                target: "protogate::downgrade",
+                suppressed = budget.suppressed,
+                max_lines = self.max_lines,
+                interval = ?self.interval,
+                "downgrade lines suppressed: {} more than {} in {:?} (the counter protogate_downgrades_total has them all)",
+                budget.suppressed,
+                self.max_lines,
+                self.interval,
+            );
+        }
+        *budget = Budget {
+            window_start: Instant::now(),
+            lines: 0,
+            suppressed: 0,
+        };
     }
 
     /// Records one occurrence, logging now if the key's interval allows.
@@ -148,10 +221,10 @@ impl DowngradeLog {
             }
         };
         if let Some(n) = occurrences {
-            emit(d.method, d.reason, d.format, d.client, &dropped, n);
+            self.emit(d.method, d.reason, d.format, d.client, &dropped, n);
         }
         if let Some((k, e)) = evicted {
-            emit(
+            self.emit(
                 &k.method, k.reason, e.format, &k.client, &e.dropped, e.pending,
             );
         }
@@ -179,7 +252,13 @@ impl DowngradeLog {
             }
         }
         for (method, reason, format, client, dropped, n) in due {
-            emit(&method, reason, format, &client, &dropped, n);
+            self.emit(&method, reason, format, &client, &dropped, n);
+        }
+        // A window that held lines back is reported even when nothing more comes.
+        if !self.interval.is_zero()
+            && let Ok(mut budget) = self.budget.lock()
+        {
+            self.roll(&mut budget);
         }
     }
 }

@@ -48,6 +48,10 @@ pub struct EdgeConfig {
     /// At most one downgrade log line per (method, reason, client) per interval (default 60 s;
     /// zero logs every occurrence).
     pub downgrade_log_interval: Duration,
+    /// At most this many downgrade lines in all per interval (default 100), whatever the
+    /// number of clients; what is held back is said by one summary line. Not applied when the
+    /// interval is zero.
+    pub downgrade_log_max_lines: u64,
     /// Time a client has to send its request head (default 10 s).
     pub header_read_timeout: Duration,
     /// Time a client may pause while sending its body (default 30 s).
@@ -79,6 +83,7 @@ impl Default for EdgeConfig {
             upstream_timeout: Duration::from_secs(30),
             strict_accept: false,
             downgrade_log_interval: Duration::from_secs(60),
+            downgrade_log_max_lines: 100,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             max_header_bytes: 16 * 1024,

@@ -37,6 +37,7 @@ impl std::error::Error for ConfigError {}
 /// strict_accept = false
 /// log_format = "text"                        # or "json"
 /// downgrade_log_interval = "60s"
+/// downgrade_log_max_lines = 100                # in all, per interval
 /// header_read_timeout = "10s"
 /// body_read_timeout = "30s"
 /// max_header_bytes = 16384
@@ -77,6 +78,7 @@ pub struct FileConfig {
     pub strict_accept: Option<bool>,
     pub log_format: Option<LogFormat>,
     pub downgrade_log_interval: Option<String>,
+    pub downgrade_log_max_lines: Option<u64>,
     pub header_read_timeout: Option<String>,
     pub body_read_timeout: Option<String>,
     pub max_header_bytes: Option<usize>,
@@ -296,6 +298,9 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             "downgrade_log_interval",
             defaults.downgrade_log_interval,
         )?,
+        downgrade_log_max_lines: file
+            .downgrade_log_max_lines
+            .unwrap_or(defaults.downgrade_log_max_lines),
         header_read_timeout: duration(
             None,
             file.header_read_timeout,

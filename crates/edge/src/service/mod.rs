@@ -93,7 +93,8 @@ impl Edge {
         let downgrades = DowngradeLog::new(
             config.downgrade_log_interval,
             crate::downgrade::DEFAULT_CAPACITY,
-        );
+        )
+        .with_max_lines(config.downgrade_log_max_lines);
         Ok(Edge {
             schema,
             routes,
