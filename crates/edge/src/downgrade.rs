@@ -130,15 +130,7 @@ impl DowngradeLog {
 
     /// Writes one line if the window's budget allows; a new window first reports what the
     /// last one held back.
-    fn emit(
-        &self,
-        method: &str,
-        reason: Reason,
-        format: Format,
-        client: &Client,
-        dropped: &str,
-        occurrences: u64,
-    ) {
+    fn emit(&self, line: Line<'_>) {
         if !self.interval.is_zero() {
             let Ok(mut budget) = self.budget.lock() else {
                 return;
@@ -150,7 +142,7 @@ impl DowngradeLog {
             }
             budget.lines += 1;
         }
-        emit(method, reason, format, client, dropped, occurrences);
+        emit(&line);
     }
 
     /// Starts a new window when the interval has passed, saying what the last one held back.
@@ -181,7 +173,14 @@ impl DowngradeLog {
     pub fn record(&self, d: &Downgrade<'_>) {
         let dropped = d.findings.map(describe_dropped).unwrap_or_default();
         if self.interval.is_zero() {
-            emit(d.method, d.reason, d.format, d.client, &dropped, 1);
+            emit(&Line {
+                method: d.method,
+                reason: d.reason,
+                format: d.format,
+                client: d.client,
+                dropped: &dropped,
+                occurrences: 1,
+            });
             return;
         }
         let now = Instant::now();
@@ -221,12 +220,24 @@ impl DowngradeLog {
             }
         };
         if let Some(n) = occurrences {
-            self.emit(d.method, d.reason, d.format, d.client, &dropped, n);
+            self.emit(Line {
+                method: d.method,
+                reason: d.reason,
+                format: d.format,
+                client: d.client,
+                dropped: &dropped,
+                occurrences: n,
+            });
         }
         if let Some((k, e)) = evicted {
-            self.emit(
-                &k.method, k.reason, e.format, &k.client, &e.dropped, e.pending,
-            );
+            self.emit(Line {
+                method: &k.method,
+                reason: k.reason,
+                format: e.format,
+                client: &k.client,
+                dropped: &e.dropped,
+                occurrences: e.pending,
+            });
         }
     }
 
@@ -252,7 +263,14 @@ impl DowngradeLog {
             }
         }
         for (method, reason, format, client, dropped, n) in due {
-            self.emit(&method, reason, format, &client, &dropped, n);
+            self.emit(Line {
+                method: &method,
+                reason,
+                format,
+                client: &client,
+                dropped: &dropped,
+                occurrences: n,
+            });
         }
         // A window that held lines back is reported even when nothing more comes.
         if !self.interval.is_zero()
@@ -286,14 +304,26 @@ pub fn describe_dropped(f: &Findings) -> String {
     parts.join("; ")
 }
 
-fn emit(
-    method: &str,
+/// One downgrade line: what was downgraded for whom, and how many occurrences it stands for.
+struct Line<'a> {
+    method: &'a str,
     reason: Reason,
     format: Format,
-    client: &Client,
-    dropped: &str,
+    client: &'a Client,
+    /// What was dropped (unknown fields), or empty.
+    dropped: &'a str,
     occurrences: u64,
-) {
+}
+
+fn emit(line: &Line<'_>) {
+    let Line {
+        method,
+        reason,
+        format,
+        client,
+        dropped,
+        occurrences,
+    } = *line;
     let client_id = client.client_id.as_deref().unwrap_or("-");
     let unknown_fields = (!dropped.is_empty()).then_some(dropped);
     let detail = unknown_fields
