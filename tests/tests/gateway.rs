@@ -1084,3 +1084,54 @@ async fn an_early_error_closes_the_connection_and_says_so() {
     assert_eq!(a.status, 404);
     assert_eq!(a.header("connection"), None);
 }
+
+/// A unary call whose client leaves while the upstream works is recorded as 499 (its handler
+/// is dropped: it used to leave no record at all), over HTTP/1.1 and HTTP/2.
+#[tokio::test]
+async fn a_client_gone_while_the_upstream_works_is_recorded_as_499() {
+    use tokio::io::AsyncWriteExt;
+    let backend = start_backend().await;
+    let (gw, edge) = start_gateway(&format!("http://{}", backend.addr), config()).await;
+    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Slow",request_format="json",response_format="json",code="499",grpc_code="Canceled"}"#;
+    let in_flight = || metric(&edge.metrics().render(), "protogate_requests_in_flight");
+    // HTTP/1.1: the whole request, then the connection closed.
+    let body = r#"{"delay":"20s"}"#;
+    let mut stream = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "POST {SLOW} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    eventually("the call in flight", Duration::from_secs(30), || {
+        (in_flight() == 1.0).then_some(())
+    })
+    .await;
+    drop(stream);
+    eventually("a 499 to be recorded", Duration::from_secs(30), || {
+        (metric(&edge.metrics().render(), key) == 1.0).then_some(())
+    })
+    .await;
+    // HTTP/2: the stream reset by dropping the request.
+    let http = Http::h2();
+    let call = tokio::spawn(async move {
+        http.post(gw.addr, SLOW, "application/json", &[], body)
+            .await
+    });
+    eventually("the call in flight", Duration::from_secs(30), || {
+        (in_flight() == 1.0).then_some(())
+    })
+    .await;
+    call.abort();
+    eventually(
+        "a second 499 to be recorded",
+        Duration::from_secs(30),
+        || (metric(&edge.metrics().render(), key) == 2.0).then_some(()),
+    )
+    .await;
+    assert_eq!(in_flight(), 0.0);
+}

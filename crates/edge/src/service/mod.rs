@@ -3,8 +3,7 @@
 //! `encode_response` in unary.rs, `call_upstream` in call.rs, `record` in record.rs; unary.rs
 //! and streams.rs drive them per call shape. Every answer, success or error, leaves through the end of
 //! [`Edge::handle`] and is recorded once (a streamed answer when its body ends); a request
-//! whose client leaves before its answer's head is not recorded, only leaves the in-flight
-//! gauge.
+//! whose client leaves before its answer is recorded as 499 when its context is dropped.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,6 +62,23 @@ struct RequestCtx<'a> {
     client: Client,
     /// A streamed answer's final gRPC code, set by the stream when it ends.
     stream_end: Option<Arc<StreamEnd>>,
+    /// The request in flight until the answer takes it (a streamed answer's body keeps it);
+    /// a request dropped before its answer (its client left) is recorded from here as 499.
+    finish: Option<Finish>,
+}
+
+impl Drop for RequestCtx<'_> {
+    fn drop(&mut self) {
+        if let Some(mut finish) = self.finish.take()
+            && finish.outcome.is_none()
+        {
+            finish.outcome = Some(Outcome::of(
+                self,
+                Code::Cancelled.http_status(),
+                Code::Cancelled,
+            ));
+        }
+    }
 }
 
 impl Edge {
@@ -161,7 +177,9 @@ impl Edge {
             }
             _ => {}
         }
-        let headers = req.headers();
+        // Before the context, which borrows from it (and records when dropped).
+        let (head, body) = req.into_parts();
+        let headers = &head.headers;
         let mut ctx = RequestCtx {
             start: Instant::now(),
             method: None,
@@ -171,13 +189,13 @@ impl Edge {
                 header_str(headers, "x-client-id"),
             ),
             stream_end: None,
+            finish: None,
         };
         self.metrics.in_flight.inc();
-        let mut finish = Finish {
+        ctx.finish = Some(Finish {
             edge: Arc::clone(&self),
             outcome: None,
-        };
-        let (head, body) = req.into_parts();
+        });
         let had_body = !body.is_end_stream();
         let result = self.dispatch(&mut ctx, &head, body).await;
         let (mut response, code) = match result {
@@ -195,10 +213,13 @@ impl Edge {
                 (response, err.code_and_status().0)
             }
         };
-        finish.outcome = Some(Outcome::of(ctx, response.status(), code));
-        if response.body().is_stream() {
-            // A stream is in flight, and its duration runs, until its last frame is sent.
-            response.body_mut().on_end(finish);
+        let status = response.status();
+        if let Some(mut finish) = ctx.finish.take() {
+            finish.outcome = Some(Outcome::of(&ctx, status, code));
+            if response.body().is_stream() {
+                // A stream is in flight, and its duration runs, until its last frame is sent.
+                response.body_mut().on_end(finish);
+            }
         }
         response
     }

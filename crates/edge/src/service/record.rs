@@ -42,9 +42,9 @@ impl Edge {
 
 /// A request counted in flight from its head until this is dropped; dropped with an outcome,
 /// the request is recorded (count by status, duration). A streamed answer holds it in its
-/// body, so a stream counts until its last frame is sent or its client leaves; a request
-/// whose client leaves before the answer has no outcome and is not recorded (the gauge drops
-/// all the same).
+/// body, so a stream counts until its last frame is sent or its client leaves (499); a
+/// request whose client leaves before the answer is given a 499 outcome by its context's
+/// drop.
 pub(super) struct Finish {
     pub(super) edge: Arc<Edge>,
     pub(super) outcome: Option<Outcome>,
@@ -63,7 +63,7 @@ pub(super) struct Outcome {
 }
 
 impl Outcome {
-    pub(super) fn of(ctx: RequestCtx<'_>, status: StatusCode, grpc_code: Code) -> Outcome {
+    pub(super) fn of(ctx: &RequestCtx<'_>, status: StatusCode, grpc_code: Code) -> Outcome {
         let (request_format, response_format) = ctx.plan.map_or(("unknown", "unknown"), |f| {
             (f.request.as_str(), f.response.as_str())
         });
@@ -73,9 +73,9 @@ impl Outcome {
             response_format,
             status,
             grpc_code,
-            stream_end: ctx.stream_end,
+            stream_end: ctx.stream_end.clone(),
             start: ctx.start,
-            user_agent: ctx.client.user_agent,
+            user_agent: ctx.client.user_agent.clone(),
         }
     }
 }
