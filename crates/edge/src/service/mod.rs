@@ -180,6 +180,7 @@ impl Edge {
         // Before the context, which borrows from it (and records when dropped).
         let (head, body) = req.into_parts();
         let headers = &head.headers;
+        self.metrics.in_flight.inc();
         let mut ctx = RequestCtx {
             start: Instant::now(),
             method: None,
@@ -189,13 +190,11 @@ impl Edge {
                 header_str(headers, "x-client-id"),
             ),
             stream_end: None,
-            finish: None,
+            finish: Some(Finish {
+                edge: Arc::clone(&self),
+                outcome: None,
+            }),
         };
-        self.metrics.in_flight.inc();
-        ctx.finish = Some(Finish {
-            edge: Arc::clone(&self),
-            outcome: None,
-        });
         let had_body = !body.is_end_stream();
         let result = self.dispatch(&mut ctx, &head, body).await;
         let (mut response, code) = match result {
