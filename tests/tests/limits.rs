@@ -271,6 +271,25 @@ async fn http1_status(addr: std::net::SocketAddr, size: usize) -> Option<u16> {
     status
 }
 
+/// HTTP/1.1 takes at most 100 header fields (hyper's limit): 100 are served, 101 are 431.
+#[tokio::test]
+async fn an_http1_head_takes_at_most_100_fields() {
+    let backend = start_backend().await;
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), Default::default()).await;
+    for (fields, want) in [(100, 200), (101, 431)] {
+        // host, connection, content-type and content-length, then fillers.
+        let fillers: String = (0..fields - 4).map(|i| format!("x-f{i}: v\r\n")).collect();
+        let head = format!(
+            "POST {ECHO} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+             content-type: application/json\r\ncontent-length: 2\r\n{fillers}\r\n{{}}"
+        );
+        let mut stream = TcpStream::connect(gw.addr).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let answer = read_answer(&mut stream, PATIENCE).await;
+        assert_eq!(answer.status, want, "{fields} fields: {}", answer.head);
+    }
+}
+
 /// Over HTTP/2 the limit is SETTINGS_MAX_HEADER_LIST_SIZE, sizes counted as RFC 9113 does
 /// (each field's name and value plus 32 bytes): a list one byte under the limit passes, one
 /// byte over is 431. (The h2 crate refuses a list of exactly the limit: it takes the setting
