@@ -13,30 +13,7 @@ use tokio::net::TcpListener;
 
 use crate::Edge;
 
-/// HTTP/2's connection preface; a connection whose first bytes could still be it is not yet
-/// known to be HTTP/1.1.
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// Waits until the connection's first bytes tell HTTP/1.1 from HTTP/2 (the bytes stay unread
-/// for hyper). An error if the client closes first.
-async fn protocol_known(stream: &tokio::net::TcpStream) -> std::io::Result<()> {
-    let mut buf = [0u8; H2_PREFACE.len()];
-    let mut pause = Duration::from_millis(5);
-    loop {
-        let n = stream.peek(&mut buf).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        if n == buf.len() || buf[..n] != H2_PREFACE[..n] {
-            return Ok(());
-        }
-        // Part of the preface: peek answers at once until more arrives, so wait a while
-        // (longer each time: a client that stalls here costs a few wake-ups a second, until
-        // the caller's timeout).
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(200));
-    }
-}
+mod first_bytes;
 
 /// Serves `edge` on an already-bound listener until `shutdown` resolves; then stops
 /// accepting, lets in-flight requests finish within the configured grace period, and returns.
@@ -119,7 +96,7 @@ pub async fn serve_all(
             }
         };
         let _ = stream.set_nodelay(true);
-        let first_bytes = config.header_read_timeout;
+        let head_timeout = config.header_read_timeout;
         let edge = edge.clone();
         let service = service_fn(move |req| {
             let edge = edge.clone();
@@ -129,15 +106,13 @@ pub async fn serve_all(
         let watcher = graceful.watcher();
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
-            // hyper's head timer starts only once hyper-util has read enough to tell HTTP/1.1
-            // from HTTP/2: a client that sends nothing, or part of the HTTP/2 preface, would
-            // hold its connection for ever.
-            let known = tokio::select! {
-                known = tokio::time::timeout(first_bytes, protocol_known(&stream)) => known,
+            // The first bytes under the header timeout (see first_bytes.rs).
+            let read = tokio::select! {
+                read = tokio::time::timeout(head_timeout, first_bytes::read(stream)) => read,
                 _ = stopped.wait_for(|stopped| *stopped) => return,
             };
-            match known {
-                Ok(Ok(())) => {}
+            let stream = match read {
+                Ok(Ok(stream)) => stream,
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "connection ended before its first request");
                     return;
@@ -146,7 +121,7 @@ pub async fn serve_all(
                     tracing::debug!(%peer, "connection closed: no request head within the header read timeout");
                     return;
                 }
-            }
+            };
             let conn = builder.serve_connection(TokioIo::new(stream), service);
             if let Err(e) = watcher.watch(conn).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
