@@ -26,6 +26,21 @@ pub(super) struct Plan {
     pub(super) deadline: Option<Duration>,
 }
 
+impl Plan {
+    /// A response stream's framing (negotiate sets it for every method that streams its
+    /// answers; its absence is a fault of ours, not a default).
+    pub(super) fn out_framing(&self) -> Result<Framing, EdgeError> {
+        self.out_framing
+            .ok_or_else(|| EdgeError::Internal("no response framing was negotiated".into()))
+    }
+
+    /// A request stream's framing (see [`Plan::out_framing`]).
+    pub(super) fn in_framing(&self) -> Result<InFraming, EdgeError> {
+        self.in_framing
+            .ok_or_else(|| EdgeError::Internal("no request framing was negotiated".into()))
+    }
+}
+
 impl Edge {
     /// negotiate: the plan of a request addressed to `target`.
     pub(super) fn negotiate(

@@ -82,7 +82,7 @@ impl Edge {
         B::Error: std::fmt::Display,
     {
         let method = target.method;
-        let framing = plan.out_framing.unwrap_or(Framing::JsonArray);
+        let framing = plan.out_framing()?;
         let timeout = plan.deadline;
         let message = self.decode_request(head, target, plan, body).await?;
         let sent = (plan.request == Format::Protobuf).then(|| message.clone());
@@ -124,7 +124,7 @@ impl Edge {
         B::Error: std::fmt::Display,
     {
         let method = target.method;
-        let (requests, pump) = self.request_stream(method, plan, body, None);
+        let (requests, pump) = self.request_stream(method, plan, body, None)?;
         let call = self.upstreams.client_streaming(
             &method.service,
             &method.path,
@@ -169,7 +169,7 @@ impl Edge {
     {
         let method = target.method;
         let (alive, client_gone) = oneshot::channel::<()>();
-        let (requests, pump) = self.request_stream(method, plan, body, Some(client_gone));
+        let (requests, pump) = self.request_stream(method, plan, body, Some(client_gone))?;
         let (failed_tx, mut failed) = oneshot::channel();
         tokio::spawn(async move {
             if let Err(e) = pump.await {
@@ -205,7 +205,7 @@ impl Edge {
             failed,
             _alive: alive,
         });
-        let framing = plan.out_framing.unwrap_or(Framing::JsonArray);
+        let framing = plan.out_framing()?;
         self.stream_response(ctx, target, framing, opened, request_side)
     }
 
@@ -219,10 +219,13 @@ impl Edge {
         plan: Plan,
         body: B,
         client_gone: Option<oneshot::Receiver<()>>,
-    ) -> (
-        RequestStream,
-        impl Future<Output = Result<(), EdgeError>> + use<B>,
-    )
+    ) -> Result<
+        (
+            RequestStream,
+            impl Future<Output = Result<(), EdgeError>> + use<B>,
+        ),
+        EdgeError,
+    >
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: std::fmt::Display,
@@ -231,14 +234,14 @@ impl Edge {
         let pump = Pump {
             edge: self.clone(),
             input: method.input.clone(),
-            framing: plan.in_framing.unwrap_or(InFraming::Ndjson),
+            framing: plan.in_framing()?,
             tx,
             idle_limit: client_gone
                 .is_none()
                 .then_some(self.config.body_read_timeout),
             client_gone,
         };
-        (RequestStream { rx, ended: false }, pump.run(body))
+        Ok((RequestStream { rx, ended: false }, pump.run(body)))
     }
 
     /// The streaming response: headers now, then one frame per upstream message, then the
