@@ -11,18 +11,29 @@ use tokio::net::TcpListener;
 const ECHO: &str = "/protogate.test.svc.TestService/Echo";
 const WATCH: &str = "/protogate.test.svc.TestService/Watch";
 
-/// A raw HTTP/2 upstream that answers every call with a trailers-only status: `grpc-status`,
-/// `grpc-message`, `grpc-status-details-bin` when given, and one metadata header, exactly as
-/// given.
-async fn refusing_upstream(code: &'static str, message: &'static str) -> std::net::SocketAddr {
-    refusing_upstream_with(code, message, None).await
+/// What a raw upstream answers every call with.
+#[derive(Clone, Copy, Default)]
+struct Reply {
+    /// A message, then status 0 in the trailers; without one, a trailers-only status.
+    message: Option<&'static [u8]>,
+    code: &'static str,
+    text: &'static str,
+    details: Option<&'static str>,
 }
 
-async fn refusing_upstream_with(
-    code: &'static str,
-    message: &'static str,
-    details: Option<&'static str>,
-) -> std::net::SocketAddr {
+/// A trailers-only status: `grpc-status`, `grpc-message` and one metadata header.
+async fn refusing_upstream(code: &'static str, text: &'static str) -> std::net::SocketAddr {
+    raw_upstream(Reply {
+        code,
+        text,
+        ..Reply::default()
+    })
+    .await
+}
+
+/// A raw HTTP/2 upstream on 127.0.0.1:0 that answers every call with `reply`, exactly as
+/// given, and an `x-zone: b` metadata header.
+async fn raw_upstream(reply: Reply) -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
@@ -35,13 +46,28 @@ async fn refusing_upstream_with(
                     let mut head = Response::new(());
                     let h = head.headers_mut();
                     h.insert("content-type", HeaderValue::from_static("application/grpc"));
-                    h.insert("grpc-status", HeaderValue::from_static(code));
-                    h.insert("grpc-message", HeaderValue::from_static(message));
                     h.insert("x-zone", HeaderValue::from_static("b"));
-                    if let Some(details) = details {
-                        h.insert("grpc-status-details-bin", HeaderValue::from_static(details));
+                    let mut status = http::HeaderMap::new();
+                    status.insert("grpc-status", HeaderValue::from_static(reply.code));
+                    if !reply.text.is_empty() {
+                        status.insert("grpc-message", HeaderValue::from_static(reply.text));
                     }
-                    let _ = respond.send_response(head, true);
+                    if let Some(details) = reply.details {
+                        status.insert("grpc-status-details-bin", HeaderValue::from_static(details));
+                    }
+                    let Some(message) = reply.message else {
+                        h.extend(status);
+                        let _ = respond.send_response(head, true);
+                        continue;
+                    };
+                    let Ok(mut send) = respond.send_response(head, false) else {
+                        continue;
+                    };
+                    let mut framed = vec![0u8];
+                    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+                    framed.extend_from_slice(message);
+                    let _ = send.send_data(framed.into(), false);
+                    let _ = send.send_trailers(status);
                 }
             });
         }
@@ -124,7 +150,13 @@ async fn an_upstream_status_keeps_its_details() {
     // "type.googleapis.com/google.rpc.RetryInfo", value: RetryInfo{retry_delay: 3s}}]}.
     const DETAILS: &str =
         "CA4SAW0aMAoodHlwZS5nb29nbGVhcGlzLmNvbS9nb29nbGUucnBjLlJldHJ5SW5mbxIECgIIAw";
-    let upstream = refusing_upstream_with("14", "m", Some(DETAILS)).await;
+    let upstream = raw_upstream(Reply {
+        code: "14",
+        text: "m",
+        details: Some(DETAILS),
+        ..Reply::default()
+    })
+    .await;
     let (gw, _) = start_gateway(&format!("http://{upstream}"), Default::default()).await;
     for (path, accept) in [(ECHO, "application/json"), (WATCH, "application/x-ndjson")] {
         let a = ask(gw.addr, path, accept).await;
@@ -169,44 +201,17 @@ async fn a_gateway_that_cannot_reach_its_upstream_says_so() {
     drop(socket);
 }
 
-/// A raw HTTP/2 upstream that answers every call with `message` and status 0.
-async fn answering_upstream(message: &'static [u8]) -> std::net::SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let Ok(mut conn) = h2::server::handshake(tcp).await else {
-                    return;
-                };
-                while let Some(Ok((_, mut respond))) = conn.accept().await {
-                    let mut head = Response::new(());
-                    head.headers_mut()
-                        .insert("content-type", HeaderValue::from_static("application/grpc"));
-                    let Ok(mut send) = respond.send_response(head, false) else {
-                        continue;
-                    };
-                    let mut framed = vec![0u8];
-                    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
-                    framed.extend_from_slice(message);
-                    let _ = send.send_data(framed.into(), false);
-                    let mut trailers = http::HeaderMap::new();
-                    trailers.insert("grpc-status", HeaderValue::from_static("0"));
-                    let _ = send.send_trailers(trailers);
-                }
-            });
-        }
-    });
-    addr
-}
-
 #[tokio::test]
 async fn an_upstream_answer_that_does_not_render_is_the_upstreams_problem() {
     // Thing.id (int64) as a varint longer than 64 bits: protobuf passes it through, JSON
     // cannot render it.
-    let upstream = answering_upstream(&[
-        0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
-    ])
+    let upstream = raw_upstream(Reply {
+        message: Some(&[
+            0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+        ]),
+        code: "0",
+        ..Reply::default()
+    })
     .await;
     let (gw, _) = start_gateway(&format!("http://{upstream}"), Default::default()).await;
     let a = ask(gw.addr, ECHO, "application/json").await;
