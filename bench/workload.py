@@ -1,9 +1,9 @@
 """The benchmark messages of bench/README.md (proto/bench/bench.proto), as plain dicts in canonical
 proto3 JSON form (lowerCamelCase keys, int64 as strings, default values omitted).  Pure Python, no
-dependencies.  A copy of ../shared/peers/tools/workload.py, the generator every gateway's figures
-are measured with: the differential test's `bench_copies_agree_with_shared`
-(crates/transcode/tests/differential/bench_bodies.rs) checks that both still give the same messages
-when ../shared is there."""
+dependencies.  A copy of the shared peers harness's generator, which every gateway's figures are
+measured with; this copy is what the repository runs.  The differential test
+`bench_copies_agree_with_shared` (crates/transcode/tests/differential/bench_bodies.rs) checks that
+both still give the same messages when the shared material is beside the repository."""
 import random
 
 RECORD_TS = "2026-08-31T10:20:30.123456+08:00"
