@@ -296,6 +296,84 @@ async fn an_http1_head_takes_at_most_100_fields() {
     }
 }
 
+/// HTTP/1.1 framing the RFC says to refuse gets an answer with a Status body naming the
+/// problem and `Connection: close`, not a silent close; a request with Content-Length beside
+/// Transfer-Encoding is read by its chunked framing and its connection closed (RFC 9112 §6.3).
+#[tokio::test]
+async fn malformed_http1_framing_is_answered_and_the_connection_closed() {
+    let backend = start_backend().await;
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), Default::default()).await;
+    let post = format!("POST {ECHO} HTTP/1.1\r\ncontent-type: application/json\r\n");
+    let chunked_body = "2\r\n{}\r\n0\r\n\r\n";
+    let cases: [(&str, String, u16, &str); 6] = [
+        (
+            "a bad chunk size",
+            format!("{post}host: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{{}}\r\n0\r\n\r\n"),
+            400,
+            "malformed request body framing",
+        ),
+        (
+            "gzip before chunked",
+            format!("{post}host: x\r\ntransfer-encoding: gzip, chunked\r\n\r\n{chunked_body}"),
+            501,
+            "Transfer-Encoding \\\"gzip\\\" is not supported",
+        ),
+        (
+            "chunked twice",
+            format!(
+                "{post}host: x\r\ntransfer-encoding: chunked\r\ntransfer-encoding: chunked\r\n\r\n{chunked_body}"
+            ),
+            400,
+            "chunked more than once",
+        ),
+        (
+            "no Host",
+            format!("{post}content-length: 2\r\n\r\n{{}}"),
+            400,
+            "needs a Host header",
+        ),
+        (
+            "two Hosts",
+            format!("{post}host: x\r\nhost: y\r\ncontent-length: 2\r\n\r\n{{}}"),
+            400,
+            "more than one Host header",
+        ),
+        (
+            "Content-Length beside Transfer-Encoding",
+            format!(
+                "{post}host: x\r\ncontent-length: 99\r\ntransfer-encoding: chunked\r\n\r\n{chunked_body}"
+            ),
+            200,
+            "",
+        ),
+    ];
+    for (what, request, status, message) in cases {
+        let mut stream = TcpStream::connect(gw.addr).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let answer = read_answer(&mut stream, PATIENCE).await;
+        assert_eq!(answer.status, status, "{what}: {}", answer.head);
+        let body = String::from_utf8_lossy(&answer.body);
+        assert!(body.contains(message), "{what}: {body}");
+        if status != 200 {
+            let status_body: Value = serde_json::from_slice(&answer.body).unwrap();
+            assert!(status_body["code"].as_u64().is_some(), "{what}: {body}");
+        }
+        assert!(
+            answer
+                .head
+                .to_ascii_lowercase()
+                .contains("connection: close"),
+            "{what}: {}",
+            answer.head
+        );
+        // And the gateway closes it: nothing more is read from the connection.
+        assert!(
+            read_to_close(&mut stream, PATIENCE).await.is_empty(),
+            "{what}"
+        );
+    }
+}
+
 /// Over HTTP/2 the limit is SETTINGS_MAX_HEADER_LIST_SIZE, sizes counted as RFC 9113 does
 /// (each field's name and value plus 32 bytes): a list one byte under the limit passes, one
 /// byte over is 431. (The h2 crate refuses a list of exactly the limit: it takes the setting

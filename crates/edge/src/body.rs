@@ -102,6 +102,25 @@ impl Body for ResponseBody {
 
 use crate::error::EdgeError;
 
+/// A body that failed while being read. Bytes that break HTTP/1.1's chunked framing (hyper
+/// reports those as `InvalidData` / `InvalidInput`) are the client's bad request: 400, and the
+/// connection closes. Anything else (a reset, an early close) means the client is gone: 499.
+pub(crate) fn read_error(e: &(dyn std::error::Error + 'static)) -> EdgeError {
+    let mut cause = Some(e);
+    while let Some(err) = cause {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
+            )
+        {
+            return EdgeError::BadRequest(format!("malformed request body framing: {io}"));
+        }
+        cause = err.source();
+    }
+    EdgeError::ClientClosed(e.to_string())
+}
+
 /// Reads the whole body: 413 as soon as `limit` is exceeded (the rest is never buffered), 408
 /// when the client stops sending for `timeout`. A body that arrives in one piece is returned
 /// without a copy.
@@ -112,7 +131,7 @@ pub async fn read_limited<B>(
 ) -> Result<Bytes, EdgeError>
 where
     B: Body<Data = Bytes> + Unpin,
-    B::Error: std::fmt::Display,
+    B::Error: std::error::Error + Send + Sync + 'static,
 {
     if let Some(len) = body.size_hint().exact()
         && len > limit as u64
@@ -126,9 +145,7 @@ where
         let frame = match tokio::time::timeout(timeout, body.frame()).await {
             Err(_) => return Err(EdgeError::BodyTimeout),
             Ok(None) => break,
-            // Framing errors and resets alike: the client is gone or broken, nobody reads
-            // an answer; recorded as 499, not as a bad request.
-            Ok(Some(Err(e))) => return Err(EdgeError::ClientClosed(e.to_string())),
+            Ok(Some(Err(e))) => return Err(read_error(&e)),
             Ok(Some(Ok(frame))) => frame,
         };
         let Ok(data) = frame.into_data() else {

@@ -23,6 +23,54 @@ pub(crate) fn http1_head_size(head: &http::request::Parts) -> usize {
     request_line + fields + 2
 }
 
+/// What RFC 9112 asks a server to refuse in an HTTP/1.1 request head that hyper lets through:
+/// a transfer coding other than one final `chunked` (`gzip, chunked`: 501, as §6.1 says for a
+/// coding the server does not apply; `chunked, chunked`: 400), and a missing or repeated Host
+/// (§3.2: 400). (Content-Length beside Transfer-Encoding never reaches here: hyper drops the
+/// Content-Length, reads by the chunked framing and closes the connection after the answer,
+/// as §6.3 allows.)
+pub(crate) fn http1_framing(head: &http::request::Parts) -> Result<(), EdgeError> {
+    let headers = &head.headers;
+    let mut codings = headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(|c| c.trim_ascii());
+    if let Some(first) = codings.next() {
+        let mut chunked = 0;
+        for coding in std::iter::once(first).chain(codings) {
+            if coding.eq_ignore_ascii_case(b"chunked") {
+                chunked += 1;
+            } else {
+                return Err(EdgeError::NotImplemented(format!(
+                    "Transfer-Encoding {:?} is not supported (only chunked)",
+                    String::from_utf8_lossy(coding)
+                )));
+            }
+        }
+        if chunked > 1 {
+            return Err(EdgeError::BadHeader(
+                "Transfer-Encoding names chunked more than once".into(),
+            ));
+        }
+    }
+    if head.version == http::Version::HTTP_11 {
+        let mut hosts = headers.get_all(header::HOST).iter();
+        match (hosts.next(), hosts.next()) {
+            (None, _) => {
+                return Err(EdgeError::BadHeader(
+                    "an HTTP/1.1 request needs a Host header".into(),
+                ));
+            }
+            (Some(_), Some(_)) => {
+                return Err(EdgeError::BadHeader("more than one Host header".into()));
+            }
+            (Some(_), None) => {}
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }

@@ -149,7 +149,7 @@ impl Edge {
     pub async fn handle<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody>
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: std::fmt::Display,
+        B::Error: std::error::Error + Send + Sync + 'static,
     {
         let path = req.uri().path();
         match path {
@@ -232,16 +232,17 @@ impl Edge {
     ) -> Result<Response<ResponseBody>, EdgeError>
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: std::fmt::Display,
+        B::Error: std::error::Error + Send + Sync + 'static,
     {
         // HTTP/1.1's own bound on the head is hyper's read buffer, which grows by doubling (a
         // 24 KiB limit let 32 KiB through); HTTP/2's is exact (h2's header list size).
-        if head.version < http::Version::HTTP_2
-            && http1_head_size(head) > self.config.max_header_bytes
-        {
-            return Err(EdgeError::HeadTooLarge {
-                limit: self.config.max_header_bytes,
-            });
+        if head.version < http::Version::HTTP_2 {
+            if http1_head_size(head) > self.config.max_header_bytes {
+                return Err(EdgeError::HeadTooLarge {
+                    limit: self.config.max_header_bytes,
+                });
+            }
+            http1_framing(head)?;
         }
         let resolved = self.route(ctx, head)?;
         let target = resolved.binding();

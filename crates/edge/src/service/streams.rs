@@ -79,7 +79,7 @@ impl Edge {
     ) -> Result<Response<ResponseBody>, EdgeError>
     where
         B: Body<Data = Bytes> + Unpin,
-        B::Error: std::fmt::Display,
+        B::Error: std::error::Error + Send + Sync + 'static,
     {
         let method = target.method;
         let framing = plan.out_framing()?;
@@ -121,7 +121,7 @@ impl Edge {
     ) -> Result<Response<ResponseBody>, EdgeError>
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: std::fmt::Display,
+        B::Error: std::error::Error + Send + Sync + 'static,
     {
         let method = target.method;
         let (requests, pump) = self.request_stream(method, plan, body, None)?;
@@ -165,7 +165,7 @@ impl Edge {
     ) -> Result<Response<ResponseBody>, EdgeError>
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: std::fmt::Display,
+        B::Error: std::error::Error + Send + Sync + 'static,
     {
         let method = target.method;
         let (alive, client_gone) = oneshot::channel::<()>();
@@ -228,7 +228,7 @@ impl Edge {
     >
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: std::fmt::Display,
+        B::Error: std::error::Error + Send + Sync + 'static,
     {
         let (tx, rx) = mpsc::channel(IN_FLIGHT);
         let pump = Pump {
@@ -332,7 +332,7 @@ impl Pump {
     async fn run<B>(self, mut body: B) -> Result<(), EdgeError>
     where
         B: Body<Data = Bytes> + Unpin,
-        B::Error: std::fmt::Display,
+        B::Error: std::error::Error + Send + Sync + 'static,
     {
         let Pump {
             edge,
@@ -368,7 +368,7 @@ impl Pump {
                         ended = true;
                         splitter.end();
                     }
-                    Ok(Some(Err(e))) => return Err(EdgeError::ClientClosed(e.to_string())),
+                    Ok(Some(Err(e))) => return Err(crate::body::read_error(&e)),
                     Ok(Some(Ok(frame))) => {
                         if let Ok(data) = frame.into_data() {
                             total += data.len();

@@ -18,7 +18,7 @@ impl Edge {
     ) -> Result<Bytes, EdgeError>
     where
         B: Body<Data = Bytes> + Unpin,
-        B::Error: std::fmt::Display,
+        B::Error: std::error::Error + Send + Sync + 'static,
     {
         // A body in a type we do not read, known to be non-empty (a Content-Length), is
         // refused before it is read; other bodies once read (an empty one needs no type).
@@ -80,7 +80,7 @@ impl Edge {
     ) -> Result<Response<ResponseBody>, EdgeError>
     where
         B: Body<Data = Bytes> + Unpin,
-        B::Error: std::fmt::Display,
+        B::Error: std::error::Error + Send + Sync + 'static,
     {
         let method = target.method;
         let message = self.decode_request(head, target, plan, body).await?;
