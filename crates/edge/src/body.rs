@@ -15,6 +15,8 @@ use http_body_util::BodyExt;
 /// trailers) pulled only as fast as the client reads.
 pub struct ResponseBody {
     inner: Inner,
+    /// The request's share of the gateway's limits, given back when the answer is over.
+    ticket: Option<Ticket>,
     /// Told when the body is dropped, and whether it was sent to its end.
     on_end: Option<Box<dyn BodyEnd>>,
     ended: bool,
@@ -43,6 +45,7 @@ impl ResponseBody {
     fn new(inner: Inner) -> ResponseBody {
         ResponseBody {
             inner,
+            ticket: None,
             on_end: None,
             ended: false,
         }
@@ -50,6 +53,15 @@ impl ResponseBody {
 
     pub fn is_stream(&self) -> bool {
         matches!(self.inner, Inner::Stream(_))
+    }
+
+    /// Keeps the request's ticket until the answer is sent or abandoned, counting the bytes
+    /// of an answer held whole.
+    pub(crate) fn hold(&mut self, mut ticket: Ticket) {
+        if let Inner::Full(Some(bytes)) = &self.inner {
+            ticket.hold_bytes(bytes.len());
+        }
+        self.ticket = Some(ticket);
     }
 
     /// Calls `on_end` when the body is dropped: sent to its end, or abandoned by the client.
@@ -100,6 +112,7 @@ impl Body for ResponseBody {
     }
 }
 
+use crate::admission::Ticket;
 use crate::error::EdgeError;
 
 /// A body that failed while being read. Bytes that break HTTP/1.1's chunked framing (hyper
@@ -124,10 +137,11 @@ pub(crate) fn read_error(e: &(dyn std::error::Error + 'static)) -> EdgeError {
 /// Reads the whole body: 413 as soon as `limit` is exceeded (the rest is never buffered), 408
 /// when the client stops sending for `timeout`. A body that arrives in one piece is returned
 /// without a copy.
-pub async fn read_limited<B>(
+pub(crate) async fn read_limited<B>(
     mut body: B,
     limit: usize,
     timeout: Duration,
+    ticket: &mut Ticket,
 ) -> Result<Bytes, EdgeError>
 where
     B: Body<Data = Bytes> + Unpin,
@@ -137,6 +151,12 @@ where
         && len > limit as u64
     {
         return Err(EdgeError::PayloadTooLarge { limit });
+    }
+    // The bytes held are taken from the budget before they are read: all at once when the
+    // length is known, else as they arrive.
+    let announced = body.size_hint().exact().map(|len| len as usize);
+    if let Some(len) = announced {
+        ticket.take_bytes(len)?;
     }
     let mut first: Option<Bytes> = None;
     let mut rest: Option<BytesMut> = None;
@@ -157,6 +177,9 @@ where
         total += data.len();
         if total > limit {
             return Err(EdgeError::PayloadTooLarge { limit });
+        }
+        if announced.is_none() {
+            ticket.take_bytes(data.len())?;
         }
         match (&mut first, &mut rest) {
             (None, _) => first = Some(data),
@@ -211,6 +234,43 @@ mod tests {
         }
     }
 
+    fn ticket() -> Ticket {
+        crate::admission::tests::unlimited().admit().unwrap()
+    }
+
+    #[tokio::test]
+    async fn bytes_past_the_budget_are_shed_before_they_are_read() {
+        let admission = std::sync::Arc::new(crate::admission::Admission::new(
+            10,
+            250,
+            Default::default(),
+        ));
+        // A length announced past the budget: refused before a byte is read.
+        let mut t = admission.admit().unwrap();
+        let r = read_limited(
+            Full::new(Bytes::from(vec![0; 300])),
+            1000,
+            Duration::from_secs(1),
+            &mut t,
+        )
+        .await;
+        assert!(
+            matches!(r, Err(EdgeError::Shed(crate::ShedReason::Memory))),
+            "{r:?}"
+        );
+        // Unannounced: refused at the chunk that crosses it; the stalled rest is never awaited.
+        let r = read_limited(chunks(10, 100, true), 1000, Duration::from_secs(5), &mut t).await;
+        assert!(
+            matches!(r, Err(EdgeError::Shed(crate::ShedReason::Memory))),
+            "{r:?}"
+        );
+        // What was read stays held by the ticket until it is dropped.
+        let mut other = admission.admit().unwrap();
+        assert!(other.take_bytes(51).is_err());
+        drop(t);
+        other.take_bytes(250).unwrap();
+    }
+
     fn chunks(n: usize, size: usize, stall: bool) -> Chunks {
         Chunks {
             chunks: (0..n).map(|_| Bytes::from(vec![b'x'; size])).collect(),
@@ -220,20 +280,32 @@ mod tests {
 
     #[tokio::test]
     async fn limit_is_enforced_while_reading() {
-        let r = read_limited(chunks(10, 100, true), 550, Duration::from_secs(5)).await;
+        let r = read_limited(
+            chunks(10, 100, true),
+            550,
+            Duration::from_secs(5),
+            &mut ticket(),
+        )
+        .await;
         // The sixth chunk crosses the limit; the stalled rest is never awaited.
         assert!(
             matches!(r, Err(EdgeError::PayloadTooLarge { limit: 550 })),
             "{r:?}"
         );
-        let ok = read_limited(chunks(3, 100, false), 300, Duration::from_secs(1))
-            .await
-            .unwrap();
+        let ok = read_limited(
+            chunks(3, 100, false),
+            300,
+            Duration::from_secs(1),
+            &mut ticket(),
+        )
+        .await
+        .unwrap();
         assert_eq!(ok.len(), 300);
         let one = read_limited(
             Full::new(Bytes::from_static(b"abc")),
             3,
             Duration::from_secs(1),
+            &mut ticket(),
         )
         .await
         .unwrap();
@@ -242,6 +314,7 @@ mod tests {
             Full::new(Bytes::from_static(b"abcd")),
             3,
             Duration::from_secs(1),
+            &mut ticket(),
         )
         .await;
         assert!(matches!(big, Err(EdgeError::PayloadTooLarge { .. })));
@@ -249,7 +322,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_client_that_stops_sending_times_out() {
-        let r = read_limited(chunks(2, 10, true), 1000, Duration::from_secs(10)).await;
+        let r = read_limited(
+            chunks(2, 10, true),
+            1000,
+            Duration::from_secs(10),
+            &mut ticket(),
+        )
+        .await;
         assert!(matches!(r, Err(EdgeError::BodyTimeout)), "{r:?}");
     }
 }

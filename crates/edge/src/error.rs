@@ -141,6 +141,8 @@ pub enum EdgeError {
     BadUpstreamAnswer(String),
     /// A fault of ours.
     Internal(String),
+    /// Refused at once because a limit was reached (503 with `Retry-After`).
+    Shed(crate::admission::ShedReason),
 }
 
 /// A gRPC error the upstream answered with.
@@ -179,6 +181,7 @@ impl EdgeError {
             Upstream(u) => (u.code, u.code.http_status()),
             BadUpstreamAnswer(_) => (Code::Internal, StatusCode::BAD_GATEWAY),
             Internal(_) => (Code::Internal, StatusCode::INTERNAL_SERVER_ERROR),
+            Shed(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
         }
     }
 
@@ -216,6 +219,18 @@ impl fmt::Display for EdgeError {
             ),
             DeadlineExceeded => f.write_str("upstream did not answer before the deadline"),
             Upstream(u) => f.write_str(&u.message),
+            Shed(reason) => {
+                use crate::admission::ShedReason::*;
+                let limit = match reason {
+                    Requests => "max_concurrent_requests requests in flight",
+                    UpstreamRequests => {
+                        "max_concurrent_requests_per_upstream calls in flight to this upstream"
+                    }
+                    Memory => "max_inflight_bytes of request bodies held",
+                    Connections => "max_connections connections open",
+                };
+                write!(f, "the gateway is at its limit of {limit}; retry later")
+            }
         }
     }
 }

@@ -13,8 +13,10 @@
 //! - [`downgrade`]: the rate-limited downgrade warning.
 //! - [`metrics`]: Prometheus metrics.
 //! - [`error`]: edge errors and their mapping to HTTP status and google.rpc.Status.
+//! - `admission`: the request, upstream and byte limits requests are admitted under.
 //! - `body`: body reading with the size limit enforced while reading.
 
+mod admission;
 mod body;
 pub mod downgrade;
 pub mod error;
@@ -28,6 +30,7 @@ pub mod upstream;
 
 use std::time::Duration;
 
+pub use admission::ShedReason;
 pub use error::{EdgeError, SetupError};
 pub use server::{serve, serve_all};
 pub use service::Edge;
@@ -60,8 +63,22 @@ pub struct EdgeConfig {
     /// the most an HTTP/1.1 connection buffers while reading (hyper's `max_buf_size`), so it
     /// sets the memory of many connections: 64 KiB cost 6 MiB more at 64 connections.
     pub max_header_bytes: usize,
-    /// Concurrent streams per HTTP/2 connection (default 1,024).
+    /// Concurrent streams per HTTP/2 connection (default 250, Go's; Envoy's is 100).
     pub max_concurrent_streams: u32,
+    /// Requests in flight in all (default 4,096); more are answered 503 at once.
+    pub max_concurrent_requests: usize,
+    /// Calls in flight to any one upstream (default: no limit but the one above).
+    pub max_concurrent_requests_per_upstream: Option<usize>,
+    /// Bytes of request bodies, and of the answers made for them, that requests in flight
+    /// may hold (default 128 MiB); a request whose body does not fit is answered 503.
+    pub max_inflight_bytes: usize,
+    /// A connection with no request in flight for this long is closed (HTTP/2: GOAWAY)
+    /// (default 90 s: longer than the 60 s load balancers keep idle connections, so the
+    /// balancer, not the gateway, closes first).
+    pub idle_timeout: Duration,
+    /// Client connections open at once (default 10,000): at the limit the longest-idle one
+    /// is closed for a new one, and a new one is refused when none is idle.
+    pub max_connections: usize,
     /// Time in-flight requests get to finish after shutdown begins (default: the upstream
     /// timeout, so no call that could still succeed is cut).
     pub shutdown_grace: Duration,
@@ -87,7 +104,12 @@ impl Default for EdgeConfig {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             max_header_bytes: 16 * 1024,
-            max_concurrent_streams: 1024,
+            max_concurrent_streams: 250,
+            max_concurrent_requests: 4096,
+            max_concurrent_requests_per_upstream: None,
+            max_inflight_bytes: 128 * 1024 * 1024,
+            idle_timeout: Duration::from_secs(90),
+            max_connections: 10_000,
             shutdown_grace: Duration::from_secs(30),
             http_rules: Vec::new(),
             unknown_query: transcode::rest::UnknownQuery::Reject,

@@ -44,6 +44,12 @@ pub struct DowngradeLabels {
     pub reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShedLabels {
+    /// `concurrency`, `upstream_concurrency`, `memory` or `connections`.
+    pub reason: &'static str,
+}
+
 type HistogramFamily = Family<MethodLabels, Histogram, fn() -> Histogram>;
 
 /// Every metric the edge keeps. Built before serving; shared read-only (the metrics use
@@ -55,6 +61,11 @@ pub struct Metrics {
     pub upstream_duration: HistogramFamily,
     pub downgrades: Family<DowngradeLabels, Counter>,
     pub in_flight: Gauge,
+    pub shed: Family<ShedLabels, Counter>,
+    /// Request bytes held by requests in flight (`max_inflight_bytes` bounds it).
+    pub request_bytes_held: Gauge,
+    /// Client connections open.
+    pub connections: Gauge,
 }
 
 fn latency_histogram() -> Histogram {
@@ -101,8 +112,29 @@ impl Metrics {
             "Requests being served right now",
             in_flight.clone(),
         );
+        let shed = Family::<ShedLabels, Counter>::default();
+        registry.register(
+            "protogate_shed",
+            "Requests and connections refused at once because a limit was reached, by reason",
+            shed.clone(),
+        );
+        let request_bytes_held = Gauge::default();
+        registry.register(
+            "protogate_request_bytes_held",
+            "Bytes of request bodies (and of their answers) held by requests in flight",
+            request_bytes_held.clone(),
+        );
+        let connections = Gauge::default();
+        registry.register(
+            "protogate_connections",
+            "Client connections open",
+            connections.clone(),
+        );
         Metrics {
             registry,
+            shed,
+            request_bytes_held,
+            connections,
             requests,
             request_duration,
             upstream_duration,

@@ -42,6 +42,12 @@ impl std::error::Error for ConfigError {}
 /// body_read_timeout = "30s"
 /// max_header_bytes = 16384
 /// max_stream_bytes = 67108864                # a client stream's whole body
+/// max_concurrent_requests = 4096             # in flight in all; more are 503
+/// max_concurrent_requests_per_upstream = 1000  # default: no limit of its own
+/// max_inflight_bytes = 134217728             # request bodies (and answers) held
+/// max_concurrent_streams = 250               # per HTTP/2 connection
+/// max_connections = 10000                    # the longest-idle one closed for a new one
+/// idle_timeout = "90s"                       # no request in flight: closed (h2: GOAWAY)
 /// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
 /// unknown_query_parameters = "reject"        # or "ignore"
 ///
@@ -83,6 +89,12 @@ pub struct FileConfig {
     pub body_read_timeout: Option<String>,
     pub max_header_bytes: Option<usize>,
     pub max_stream_bytes: Option<usize>,
+    pub max_concurrent_requests: Option<usize>,
+    pub max_concurrent_requests_per_upstream: Option<usize>,
+    pub max_inflight_bytes: Option<usize>,
+    pub max_concurrent_streams: Option<u32>,
+    pub max_connections: Option<usize>,
+    pub idle_timeout: Option<String>,
     pub worker_threads: Option<usize>,
     pub unknown_query_parameters: Option<UnknownQueryConfig>,
     #[serde(default)]
@@ -314,7 +326,25 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             defaults.body_read_timeout,
         )?,
         max_header_bytes: file.max_header_bytes.unwrap_or(defaults.max_header_bytes),
-        max_concurrent_streams: defaults.max_concurrent_streams,
+        max_concurrent_streams: file
+            .max_concurrent_streams
+            .unwrap_or(defaults.max_concurrent_streams),
+        max_concurrent_requests: file
+            .max_concurrent_requests
+            .unwrap_or(defaults.max_concurrent_requests),
+        max_concurrent_requests_per_upstream: file
+            .max_concurrent_requests_per_upstream
+            .or(defaults.max_concurrent_requests_per_upstream),
+        max_inflight_bytes: file
+            .max_inflight_bytes
+            .unwrap_or(defaults.max_inflight_bytes),
+        max_connections: file.max_connections.unwrap_or(defaults.max_connections),
+        idle_timeout: duration(
+            None,
+            file.idle_timeout,
+            "idle_timeout",
+            defaults.idle_timeout,
+        )?,
         shutdown_grace: upstream_timeout,
         http_rules,
         unknown_query: file
@@ -325,6 +355,38 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             }),
         max_stream_bytes: file.max_stream_bytes.unwrap_or(defaults.max_stream_bytes),
     };
+    for (key, value) in [
+        (
+            "max_concurrent_requests",
+            Some(edge.max_concurrent_requests),
+        ),
+        (
+            "max_concurrent_requests_per_upstream",
+            edge.max_concurrent_requests_per_upstream,
+        ),
+        (
+            "max_concurrent_streams",
+            Some(edge.max_concurrent_streams as usize),
+        ),
+        ("max_connections", Some(edge.max_connections)),
+    ] {
+        if value == Some(0) {
+            return Err(ConfigError(format!(
+                "{key} is 0: no request could be served"
+            )));
+        }
+    }
+    if edge.idle_timeout.is_zero() {
+        return Err(ConfigError(
+            "idle_timeout is 0: every connection would close before its first request".into(),
+        ));
+    }
+    if edge.max_inflight_bytes < edge.max_body_bytes {
+        return Err(ConfigError(format!(
+            "max_inflight_bytes ({}) is below max_body_bytes ({}): a largest request body could never be admitted",
+            edge.max_inflight_bytes, edge.max_body_bytes
+        )));
+    }
     if edge.max_stream_bytes < edge.max_body_bytes {
         return Err(ConfigError(format!(
             "max_stream_bytes ({}) is below max_body_bytes ({}): a request stream could not hold one largest message",

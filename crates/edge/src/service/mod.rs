@@ -16,6 +16,7 @@ use transcode::stream::{Framing, InFraming};
 use transcode::{Findings, Format, MessageDescriptor, Method, Schema, StreamingKind};
 
 use crate::EdgeConfig;
+use crate::admission::{Admission, Ticket};
 pub use crate::body::ResponseBody;
 use crate::body::{BodyEnd, read_limited};
 use crate::downgrade::{Client, Downgrade, DowngradeLog, Reason};
@@ -47,6 +48,8 @@ pub struct Edge {
     downgrades: DowngradeLog,
     status: MessageDescriptor,
     transcode: transcode::Options,
+    /// The requests and request bytes in flight, under their limits.
+    admission: Arc<Admission>,
     /// The method label of requests that name no method.
     unknown_method: std::sync::Arc<str>,
     /// `GET /openapi.json`: the OpenAPI document of the schema and the routes, built once.
@@ -62,9 +65,19 @@ struct RequestCtx<'a> {
     client: Client,
     /// A streamed answer's final gRPC code, set by the stream when it ends.
     stream_end: Option<Arc<StreamEnd>>,
+    /// The request's share of the limits (once admitted); the answer's body keeps it.
+    ticket: Option<Ticket>,
     /// The request in flight until the answer takes it (a streamed answer's body keeps it);
     /// a request dropped before its answer (its client left) is recorded from here as 499.
     finish: Option<Finish>,
+}
+
+impl RequestCtx<'_> {
+    fn ticket(&mut self) -> Result<&mut Ticket, EdgeError> {
+        self.ticket
+            .as_mut()
+            .ok_or_else(|| EdgeError::Internal("a request served without admission".into()))
+    }
 }
 
 impl Drop for RequestCtx<'_> {
@@ -84,7 +97,7 @@ impl Drop for RequestCtx<'_> {
 impl Edge {
     pub fn new(
         schema: Schema,
-        upstreams: Upstreams,
+        mut upstreams: Upstreams,
         config: EdgeConfig,
     ) -> Result<Edge, SetupError> {
         let status = schema
@@ -103,6 +116,7 @@ impl Edge {
                 known,
             });
         }
+        upstreams.limit_calls(config.max_concurrent_requests_per_upstream);
         let routes = Routes::new(&schema, &config.http_rules).map_err(SetupError::Routes)?;
         let openapi = transcode::openapi::document(&schema, &routes, "protogate");
         let openapi = Bytes::from(openapi.to_string());
@@ -111,12 +125,19 @@ impl Edge {
             crate::downgrade::DEFAULT_CAPACITY,
         )
         .with_max_lines(config.downgrade_log_max_lines);
+        let metrics = Metrics::new();
+        let admission = Arc::new(Admission::new(
+            config.max_concurrent_requests,
+            config.max_inflight_bytes,
+            metrics.request_bytes_held.clone(),
+        ));
         Ok(Edge {
+            admission,
             schema,
             routes,
             upstreams,
             config,
-            metrics: Metrics::new(),
+            metrics,
             downgrades,
             status,
             transcode: transcode::Options::default(),
@@ -190,6 +211,7 @@ impl Edge {
                 header_str(headers, "x-client-id"),
             ),
             stream_end: None,
+            ticket: None,
             finish: Some(Finish {
                 edge: Arc::clone(&self),
                 outcome: None,
@@ -213,6 +235,9 @@ impl Edge {
             }
         };
         let status = response.status();
+        if let Some(ticket) = ctx.ticket.take() {
+            response.body_mut().hold(ticket);
+        }
         if let Some(mut finish) = ctx.finish.take() {
             finish.outcome = Some(Outcome::of(&ctx, status, code));
             if response.body().is_stream() {
@@ -244,9 +269,14 @@ impl Edge {
             }
             http1_framing(head)?;
         }
+        let mut ticket = self.admission.admit()?;
         let resolved = self.route(ctx, head)?;
         let target = resolved.binding();
         ctx.method = Some(target.method);
+        if let Some(slot) = self.upstreams.slot(&target.method.service)? {
+            ticket.set_upstream(slot);
+        }
+        ctx.ticket = Some(ticket);
         let mut plan = self.negotiate(head, target)?;
         ctx.plan = Some(plan);
         plan.deadline = self.deadline(head, plan)?;

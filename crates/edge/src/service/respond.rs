@@ -69,7 +69,8 @@ impl Edge {
     ) -> Response<ResponseBody> {
         let (code, status) = err.code_and_status();
         let message = err.to_string();
-        if status.is_server_error() {
+        // Shedding is counted, not logged: under overload a line per refusal would add to it.
+        if status.is_server_error() && !matches!(err, EdgeError::Shed(_)) {
             tracing::warn!(method = ctx.method.map(|m| &*m.full_name), status = status.as_u16(), error = %message, "request failed");
         } else {
             tracing::debug!(method = ctx.method.map(|m| &*m.full_name), status = status.as_u16(), error = %message, "request rejected");
@@ -101,6 +102,15 @@ impl Edge {
         }
         if let EdgeError::Upstream(u) = err {
             headers.extend(u.metadata.clone());
+        }
+        if let EdgeError::Shed(reason) = err {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            self.metrics
+                .shed
+                .get_or_create(&crate::metrics::ShedLabels {
+                    reason: reason.as_str(),
+                })
+                .inc();
         }
         response
     }

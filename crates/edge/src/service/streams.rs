@@ -84,7 +84,9 @@ impl Edge {
         let method = target.method;
         let framing = plan.out_framing()?;
         let timeout = plan.deadline;
-        let message = self.decode_request(head, target, plan, body).await?;
+        let message = self
+            .decode_request(head, target, plan, body, ctx.ticket()?)
+            .await?;
         let sent = (plan.request == Format::Protobuf).then(|| message.clone());
         let call = self.upstreams.streaming(
             &method.service,

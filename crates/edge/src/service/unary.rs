@@ -15,6 +15,7 @@ impl Edge {
         target: Binding<'_, '_>,
         plan: Plan,
         body: B,
+        ticket: &mut Ticket,
     ) -> Result<Bytes, EdgeError>
     where
         B: Body<Data = Bytes> + Unpin,
@@ -30,6 +31,7 @@ impl Edge {
             body,
             self.config.max_body_bytes,
             self.config.body_read_timeout,
+            ticket,
         )
         .await?;
         // Protobuf goes up as it came, unchecked: checking costs as much as the rest of the
@@ -83,7 +85,9 @@ impl Edge {
         B::Error: std::error::Error + Send + Sync + 'static,
     {
         let method = target.method;
-        let message = self.decode_request(head, target, plan, body).await?;
+        let message = self
+            .decode_request(head, target, plan, body, ctx.ticket()?)
+            .await?;
 
         // call_upstream
         let metadata = upstream_metadata(&head.headers)?;

@@ -81,6 +81,8 @@ pub struct Upstreams {
 #[derive(Clone, Debug)]
 struct Route {
     uri: String,
+    /// Calls in flight to this upstream, under `max_concurrent_requests_per_upstream`.
+    calls: Option<Arc<crate::admission::Limit>>,
     unary: Arc<unary::Upstream>,
     channel: Sanitized,
 }
@@ -189,6 +191,7 @@ impl Upstreams {
             }
             let route = Route {
                 uri: uri.to_owned(),
+                calls: None,
                 unary: Arc::new(unary::Upstream::new(uri, options, max_response_bytes)?),
                 channel: Sanitized(endpoint.connect_lazy()),
             };
@@ -210,6 +213,31 @@ impl Upstreams {
     /// The services given an upstream of their own.
     pub fn services(&self) -> impl Iterator<Item = &str> {
         self.by_service.keys().map(String::as_str)
+    }
+
+    /// Limits the calls in flight to each upstream (services on one upstream share its
+    /// limit) to `max`.
+    pub(crate) fn limit_calls(&mut self, max: Option<usize>) {
+        let Some(max) = max else { return };
+        let mut by_uri: HashMap<String, Arc<crate::admission::Limit>> = HashMap::new();
+        for route in self.default.iter_mut().chain(self.by_service.values_mut()) {
+            let limit = by_uri
+                .entry(route.uri.clone())
+                .or_insert_with(|| Arc::new(crate::admission::Limit::new(Some(max))));
+            route.calls = Some(Arc::clone(limit));
+        }
+    }
+
+    /// A place among the calls in flight to `service`'s upstream when its calls are
+    /// limited, or the upstream's refusal.
+    pub(crate) fn slot(
+        &self,
+        service: &str,
+    ) -> Result<Option<crate::admission::UpstreamSlot>, crate::EdgeError> {
+        match self.route(service).ok().and_then(|r| r.calls.as_ref()) {
+            Some(limit) => crate::admission::UpstreamSlot::take(limit).map(Some),
+            None => Ok(None),
+        }
     }
 
     fn route(&self, service: &str) -> Result<&Route, Status> {
