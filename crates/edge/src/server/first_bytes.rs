@@ -48,6 +48,13 @@ pub(super) struct Replayed<T> {
     io: T,
 }
 
+impl<T> Replayed<T> {
+    /// Whether the first bytes are HTTP/2's preface.
+    pub(super) fn is_h2(&self) -> bool {
+        self.first[..self.len] == *H2_PREFACE
+    }
+}
+
 impl<T: AsyncRead + Unpin> AsyncRead for Replayed<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,

@@ -8,12 +8,14 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use crate::Edge;
 
+mod connection;
 mod first_bytes;
+
+use connection::{Expired, Registry, Tracked, Watched};
 
 /// Serves `edge` on an already-bound listener until `shutdown` resolves; then stops
 /// accepting, lets in-flight requests finish within the configured grace period, and returns.
@@ -32,7 +34,9 @@ pub async fn serve_all(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(config.header_read_timeout)
+        // The head timeout runs from a head's first byte (connection.rs), not hyper's, which
+        // runs whenever hyper waits for a head and so closed idle keep-alive connections.
+        .header_read_timeout(None)
         .max_buf_size(config.max_header_bytes.max(8192))
         // No pipeline_flush: with it hyper's writer reports room to buffer whatever is queued,
         // so a streamed answer is pulled from the upstream as fast as it comes for a client
@@ -46,11 +50,15 @@ pub async fn serve_all(
         .max_concurrent_streams(config.max_concurrent_streams)
         .keep_alive_interval(Some(Duration::from_secs(30)));
     let builder = Arc::new(builder);
-    let graceful = GracefulShutdown::new();
-    // Tells connections still waiting for their first bytes that the server stops: they close
-    // at once (as hyper-util closes a connection it has not read a version from) instead of
-    // holding the shutdown up until their header read timeout.
+    let registry = Arc::new(Registry::new(
+        config.max_connections,
+        edge.metrics().connections.clone(),
+    ));
+    // Tells every connection the server stops: one still waiting for its first bytes closes
+    // at once, the others finish what they serve (GOAWAY, Connection: close). Each holds a
+    // receiver; the shutdown waits until all are dropped.
     let (stopping, stopped) = tokio::sync::watch::channel(false);
+    let mut accept_errors = AcceptErrors::default();
 
     // The downgrade log's pending counts are reported even when traffic stops.
     let flusher = {
@@ -89,27 +97,45 @@ pub async fn serve_all(
         let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
+                // Out of file descriptors and the like: back off instead of spinning, and say
+                // so once a second at most.
+                accept_errors.note(&e);
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
+        let Some(registered) = registry.open() else {
+            // max_connections open and none idle: refused, closed at once.
+            edge.metrics()
+                .shed
+                .get_or_create(&crate::metrics::ShedLabels {
+                    reason: crate::ShedReason::Connections.as_str(),
+                })
+                .inc();
+            tracing::debug!(%peer, "connection refused: max_connections open and none idle");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
-        let head_timeout = config.header_read_timeout;
+        let (head_timeout, idle_timeout) = (config.header_read_timeout, config.idle_timeout);
+        let conn = Arc::clone(&registered.conn);
         let edge = edge.clone();
         let service = service_fn(move |req| {
+            let active = conn.begin();
             let edge = edge.clone();
-            async move { Ok::<_, std::convert::Infallible>(edge.handle(req).await) }
+            async move {
+                let response = edge.handle(req).await;
+                Ok::<_, std::convert::Infallible>(response.map(|b| Tracked::new(b, active)))
+            }
         });
         let builder = builder.clone();
-        let watcher = graceful.watcher();
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
+            let conn = &registered.conn;
             // The first bytes under the header timeout (see first_bytes.rs).
             let read = tokio::select! {
                 read = tokio::time::timeout(head_timeout, first_bytes::read(stream)) => read,
                 _ = stopped.wait_for(|stopped| *stopped) => return,
+                () = conn.closed() => return,
             };
             let stream = match read {
                 Ok(Ok(stream)) => stream,
@@ -122,24 +148,89 @@ pub async fn serve_all(
                     return;
                 }
             };
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = watcher.watch(conn).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            let h1 = !stream.is_h2();
+            conn.head_began();
+            let served = builder.serve_connection(
+                TokioIo::new(Watched::new(stream, Arc::clone(conn), h1)),
+                service,
+            );
+            tokio::pin!(served);
+            let mut closing = false;
+            loop {
+                let next = match conn.check(idle_timeout, head_timeout, h1) {
+                    Ok(next) => next,
+                    Err(Expired::Head) => {
+                        tracing::debug!(%peer, "connection closed: request head not complete within the header read timeout");
+                        return;
+                    }
+                    Err(Expired::Idle) => {
+                        if !closing {
+                            tracing::debug!(%peer, "closing a connection idle for the idle timeout");
+                            served.as_mut().graceful_shutdown();
+                            closing = true;
+                        }
+                        // Looked at again only for a head (HTTP/1.1 closes at once).
+                        tokio::time::Instant::now() + head_timeout
+                    }
+                };
+                tokio::select! {
+                    ended = served.as_mut() => {
+                        if let Err(e) = ended {
+                            tracing::debug!(%peer, error = %e, "connection ended with an error");
+                        }
+                        return;
+                    }
+                    () = tokio::time::sleep_until(next) => {}
+                    () = conn.closed(), if !closing => {
+                        tracing::debug!(%peer, "closing the longest-idle connection: max_connections reached");
+                        served.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                    _ = stopped.wait_for(|stopped| *stopped), if !closing => {
+                        served.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                }
             }
         });
     }
     drop(owned);
+    drop(stopped);
     stopping.send_replace(true);
     tracing::info!(
-        in_flight = graceful.count(),
+        connections = stopping.receiver_count(),
         "shutting down: no longer accepting connections"
     );
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections closed"),
+        () = stopping.closed() => tracing::info!("all connections closed"),
         () = tokio::time::sleep(config.shutdown_grace) => {
             tracing::warn!(grace = ?config.shutdown_grace, "grace period over with requests still in flight; closing them");
         }
     }
     flusher.abort();
     edge.downgrade_log().flush();
+}
+
+/// Accept failures (out of file descriptors, mostly): one warning a second at most, with the
+/// count of those not logged since.
+#[derive(Default)]
+struct AcceptErrors {
+    last_logged: Option<tokio::time::Instant>,
+    unlogged: u64,
+}
+
+impl AcceptErrors {
+    fn note(&mut self, e: &std::io::Error) {
+        let now = tokio::time::Instant::now();
+        if self
+            .last_logged
+            .is_some_and(|at| now.duration_since(at) < Duration::from_secs(1))
+        {
+            self.unlogged += 1;
+            return;
+        }
+        tracing::warn!(error = %e, more_since_last = self.unlogged, "accept failed");
+        self.last_logged = Some(now);
+        self.unlogged = 0;
+    }
 }
