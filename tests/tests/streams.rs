@@ -321,10 +321,21 @@ impl Conn {
         }
     }
 
-    async fn send(&mut self, req: Request<Full<Bytes>>) -> http::Response<hyper::body::Incoming> {
+    async fn send(
+        &mut self,
+        mut req: Request<Full<Bytes>>,
+    ) -> http::Response<hyper::body::Incoming> {
         let response = async {
             match self {
-                Conn::H1(send) => send.send_request(req).await,
+                Conn::H1(send) => {
+                    // hyper's connection-level client leaves Host to its caller (HTTP/1.1
+                    // requires it: 400 without).
+                    if let Some(authority) = req.uri().authority() {
+                        let host = http::HeaderValue::from_str(authority.as_str()).unwrap();
+                        req.headers_mut().insert(http::header::HOST, host);
+                    }
+                    send.send_request(req).await
+                }
                 Conn::H2(send) => send.send_request(req).await,
             }
         };
