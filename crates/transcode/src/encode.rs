@@ -160,8 +160,10 @@ impl<'a> Encoder<'a> {
             }
             _ => {}
         }
-        if is_wrapper(desc) {
-            let field = desc.get_field(1).expect("wrapper types have field 1");
+        // Every wrapper has field 1 (a schema whose copy lacks it is refused when it loads).
+        if is_wrapper(desc)
+            && let Some(field) = desc.get_field(1)
+        {
             return match self.convert(&field, v)? {
                 Converted::Value(s) => {
                     scalar::put_field(out, field.number(), &field.kind(), s, true);

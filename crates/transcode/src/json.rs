@@ -280,9 +280,8 @@ fn float32_text(x: f32) -> String {
     }
     let mut precision = 5;
     loop {
-        let v: f64 = format!("{x:.precision$e}")
-            .parse()
-            .expect("Rust's exponent format parses");
+        // Rust's exponent format parses; were it not to, x's own (exact) f64 ends the search.
+        let v: f64 = format!("{x:.precision$e}").parse().unwrap_or(f64::from(x));
         // Terminates: 17 significant digits give back any double exactly.
         if v as f32 == x {
             return ryu::Buffer::new().format_finite(v).to_owned();

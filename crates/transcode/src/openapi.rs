@@ -494,9 +494,9 @@ impl Generator {
 
     /// The schema of a field's value in a body: maps and repeated fields included.
     fn field_schema(&mut self, f: &FieldDescriptor) -> Value {
-        if f.is_map() {
-            let entry = f.kind();
-            let entry = entry.as_message().expect("map fields are messages");
+        if f.is_map()
+            && let Kind::Message(entry) = f.kind()
+        {
             let key = entry.map_entry_key_field();
             let value = entry.map_entry_value_field();
             let mut s = json!({
@@ -895,7 +895,8 @@ impl Generator {
         walk.message(&route.method.input);
         *truncated = walk.truncated;
         for path in walk.found {
-            let leaf = path.last().expect("non-empty");
+            // Never skips: a found path ends at its parameter's field.
+            let Some(leaf) = path.last() else { continue };
             let json_name: Vec<&str> = path.iter().map(|f| f.json_name()).collect();
             let proto_name: Vec<&str> = path.iter().map(|f| f.name()).collect();
             let (json_name, proto_name) = (json_name.join("."), proto_name.join("."));

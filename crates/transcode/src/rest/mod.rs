@@ -207,7 +207,9 @@ impl Route {
         for v in template.variables() {
             let path = resolve_path(input, v.field_path.split('.'), false)
                 .map_err(|e| fail(format!("path variable {{{}}}: {e}", v.field_path)))?;
-            let leaf = path.last().expect("non-empty path");
+            let Some(leaf) = path.last() else {
+                return Err(fail("empty field path".into()));
+            };
             if leaf.is_list() || leaf.is_map() {
                 return Err(fail(format!(
                     "path variable {{{}}} names a repeated or map field",

@@ -49,7 +49,11 @@ impl Route {
         let mut mask_set = false;
         if let Some(query) = query {
             for (key, path, values) in self.query_fields(query, unknown_query)? {
-                let leaf = path.last().expect("resolved paths are not empty");
+                let Some(leaf) = path.last() else {
+                    return Err(Error::request(format!(
+                        "query parameter {key}: empty field path"
+                    )));
+                };
                 if !leaf.is_list() && values.len() > 1 {
                     return Err(Error::request(format!(
                         "query parameter {key} given {} times; field {} is not repeated",
@@ -82,7 +86,11 @@ impl Route {
             let value = var
                 .decode(raw)
                 .map_err(|e| Error::request(format!("path variable {name}: {e}")))?;
-            let leaf = path.last().expect("resolved paths are not empty");
+            let Some(leaf) = path.last() else {
+                return Err(Error::request(format!(
+                    "path variable {name}: empty field path"
+                )));
+            };
             let value = url_value(leaf, value)
                 .map_err(|e| Error::request(format!("path variable {name}: {e}")))?;
             encode_at(input, path, value, opts, &mut findings, out)
@@ -227,7 +235,9 @@ impl Route {
         }) {
             return Err("the field is bound by the path".into());
         }
-        let leaf = path.last().expect("non-empty");
+        let Some(leaf) = path.last() else {
+            return Err("empty field path".into());
+        };
         if leaf.is_map() {
             return Err(format!(
                 "{} is a map field; a URL cannot set it",
