@@ -2,14 +2,15 @@
 
 use std::path::PathBuf;
 
-fn main() {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto/demo");
     println!("cargo:rerun-if-changed={}", root.display());
     let fds = protox::compile(["shop.proto"], [root.join("v2")])
-        .expect("proto/demo/v2/shop.proto compiles");
+        .map_err(|e| format!("compiling proto/demo/v2/shop.proto: {e}"))?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
         .compile_fds(fds)
-        .expect("generating the demo service");
+        .map_err(|e| format!("generating the demo service: {e}"))?;
+    Ok(())
 }
