@@ -1,6 +1,9 @@
 //! Support for the integration tests: a real tonic backend built from the v2 test schema, the
 //! real gateway given the v1 schema, both on 127.0.0.1:0, an HTTP client, and captured logs.
 
+// Test support: a failed unwrap or expect fails the test that called it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;

@@ -1,6 +1,9 @@
 //! The gateway end to end: a real tonic backend (v2 schema) and the real gateway (v1 schema)
 //! on loopback, spoken to over HTTP/1.1 and HTTP/2.
 
+// Test code: a failed unwrap or expect fails the test (they are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Duration;
 
 use bytes::Bytes;

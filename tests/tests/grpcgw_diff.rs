@@ -6,6 +6,9 @@
 //! the grpc-gateway build the test prints one `SKIPPED:` line and passes, unless
 //! `PROTOGATE_REQUIRE_ORACLES=1` (set by `make test`): then it fails.
 
+// Test code: a failed unwrap or expect fails the test (they are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};

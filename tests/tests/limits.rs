@@ -5,6 +5,9 @@
 //! machine: the short limits configured here are lower bounds the tests check, and the upper
 //! bounds are many times longer.
 
+// Test code: a failed unwrap or expect fails the test (they are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

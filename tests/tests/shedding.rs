@@ -3,6 +3,9 @@
 //! naming the limit, and `protogate_shed_total{reason}` counting it; never queued. What was
 //! taken is given back when a request ends, however it ends.
 
+// Test code: a failed unwrap or expect fails the test (they are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Duration;
 
 use protogate_tests::{Http, eventually, metric, start_backend, start_gateway};

@@ -2,6 +2,9 @@
 //! Every response framing, errors before and after the first message, a slow reader, a client
 //! that goes away, client streams in every framing, bidirectional streams.
 
+// Test code: a failed unwrap or expect fails the test (they are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;

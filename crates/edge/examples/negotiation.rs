@@ -11,6 +11,9 @@
 //! iteration); `mixed`: two Content-Types (bare, `; charset=utf-8`) × three Accepts (none,
 //! bare, a list with q-values) (8 calls).
 
+// A measuring example, not the gateway: a failed unwrap or expect stops the run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 
 use http::HeaderValue;

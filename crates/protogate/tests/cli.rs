@@ -5,6 +5,9 @@
 //! Every child is killed when its guard drops (a failed assertion leaks no process), every
 //! wait has a deadline, and no test binds a fixed port.
 
+// Test code: a failed unwrap or expect fails the test (they are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;

@@ -2,6 +2,9 @@
 //! wrapping global allocator. Buffers are reused across conversions, as the gateway does; the
 //! count is what one request costs once warm. Run with `make bench` (after the bodies exist).
 
+// Benchmark code, not the gateway: a failed unwrap or expect stops the run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -5,6 +5,9 @@
 //! Run with `make bench` (it writes the workload bodies first). MB/s: JSON directions count the
 //! JSON bytes (read or written), MessagePack directions the MessagePack bytes.
 
+// Benchmark code, not the gateway: a failed unwrap or expect stops the run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Duration;

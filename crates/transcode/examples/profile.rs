@@ -3,6 +3,9 @@
 //! `valgrind --tool=callgrind target/release/examples/profile json-to-protobuf RecordList_1000 20`.
 //! Prints the JSON bytes processed, so instructions per JSON byte = Ir / that number.
 
+// A measuring example, not the gateway: a failed unwrap or expect stops the run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use transcode::{Format, Options};
 
 #[path = "../tests/common/mod.rs"]

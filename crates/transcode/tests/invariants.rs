@@ -9,6 +9,9 @@
 //! that mentions `std::fs` is not. Tests, benches and examples are not libraries: they may read
 //! their fixtures.
 
+// Test code: a failed unwrap or expect fails the test (they are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

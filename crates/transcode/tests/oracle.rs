@@ -10,6 +10,9 @@
 //! `PROTOGATE_REQUIRE_ORACLES=1` (set by `make test`, hence CI): then it fails with that line.
 //! `PROTOGATE_ORACLE_SHOW=N` prints N mismatches instead of 30.
 
+// Test code: a failed unwrap or expect fails the test (they are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write as _};
 use std::process::Command;

@@ -1,6 +1,9 @@
 //! The REST mapping (google.api.http) on the library test schema: routing, the request message
 //! built from path, query and body, and `response_body` renderings.
 
+// Test code: a failed unwrap or expect fails the test (they are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use transcode::rest::{HttpRule, Lookup, RequestBody, Routes, UnknownQuery};
 use transcode::{Format, Options, Schema};
 

@@ -4,6 +4,8 @@
 //! this file by path too (`tests/src/lib.rs`), so each helper has one definition. Each test
 //! binary uses part of it.
 #![allow(dead_code)]
+// Test support: a failed unwrap or expect fails the test that called it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 

@@ -31,6 +31,9 @@
 //! the copies of `../shared`), `scalar_edges` (the direct encoder's fast-path bounds),
 //! `self_check` (the harness catches what it must).
 
+// Test code: a failed unwrap or expect fails the test (they are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../external/mod.rs"]

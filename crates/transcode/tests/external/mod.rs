@@ -4,6 +4,8 @@
 //! `PROTOGATE_REQUIRE_ORACLES` is set). Each test binary uses part of it; the integration
 //! tests' crate includes this file by path (`#[path]`).
 #![allow(dead_code)]
+// Test support: a failed unwrap or expect fails the test that called it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Output, Stdio};
