@@ -88,6 +88,16 @@ impl<'a> Renderer<'a> {
             [] => self.message(desc, &[], 0),
             [(bytes, at)] => self.message(desc, bytes, *at),
             many => {
+                // Each occurrence must be whole on its own, as a runtime that parses each and
+                // merges the results has it: joined, a field cut short at the end of one would
+                // be completed by the bytes of the next.
+                for (bytes, at) in many {
+                    let mut r = Reader::new(bytes, *at);
+                    while !r.is_empty() {
+                        let (number, wt) = r.tag()?;
+                        r.skip(number, wt, self.opts.max_depth)?;
+                    }
+                }
                 let joined: Vec<u8> = many.iter().flat_map(|(b, _)| b.iter().copied()).collect();
                 self.message(desc, &joined, many[0].1)
             }
