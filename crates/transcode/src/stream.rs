@@ -233,10 +233,18 @@ impl Splitter {
         }?;
         if r.is_some() {
             self.count += 1;
-        } else if self.buf.len() - self.start > self.max_message.saturating_add(16) {
+        } else if self.over(self.buf.len() - self.start) {
             return Err(self.too_big());
         }
         Ok(r)
+    }
+
+    /// Whether `raw` bytes of one message, with the whitespace around it, are more than the
+    /// limit allows: the message's own limit plus 16 bytes of whitespace. The same rule for a
+    /// message seen whole and for the part of one held while waiting for the rest, so where a
+    /// body is cut into chunks never changes the outcome.
+    fn over(&self, raw: usize) -> bool {
+        raw > self.max_message.saturating_add(16)
     }
 
     /// The body has ended: [`Self::next_message`] now returns what the last bytes hold (an
@@ -294,10 +302,11 @@ impl Splitter {
                     return Ok(None);
                 }
             };
+            let raw = end - self.start;
             let line = trim(&self.buf[self.start..end]).to_vec();
             self.start = (end + 1).min(self.buf.len());
             self.scanned = self.start;
-            if line.len() > self.max_message {
+            if line.len() > self.max_message || self.over(raw) {
                 return Err(self.too_big());
             }
             if !line.is_empty() {
@@ -307,8 +316,11 @@ impl Splitter {
     }
 
     fn next_element(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        // Whitespace outside the array is consumed as it comes: held, it would count
+        // against the limit of a message.
         if self.closed {
             return if self.rest().iter().all(u8::is_ascii_whitespace) {
+                self.start = self.buf.len();
                 Ok(None)
             } else {
                 Err(self.err("data after the closing ']'"))
@@ -316,6 +328,7 @@ impl Splitter {
         }
         if !self.opened {
             let Some(i) = self.rest().iter().position(|b| !b.is_ascii_whitespace()) else {
+                self.start = self.buf.len();
                 return Ok(None);
             };
             if self.rest()[i] != b'[' {
@@ -343,17 +356,22 @@ impl Splitter {
                     b'{' | b'[' => s.depth += 1,
                     b'}' | b']' if s.depth > 0 => s.depth -= 1,
                     b',' | b']' if s.depth == 0 => {
+                        let raw = i - self.start;
                         let element = trim(&self.buf[self.start..i]).to_vec();
                         self.start = i + 1;
                         self.scanned = self.start;
                         self.json = JsonScan::default();
+                        if element.len() > self.max_message || self.over(raw) {
+                            return Err(self.too_big());
+                        }
                         if b == b']' {
                             self.closed = true;
                             if element.is_empty() {
                                 if self.count > 0 {
                                     return Err(self.err("a ',' before the closing ']'"));
                                 }
-                                return Ok(None);
+                                // `[]`: what follows is judged now, as after a last element.
+                                return self.next_element();
                             }
                         } else if element.is_empty() {
                             return Err(self.err("an empty element in the JSON array"));
@@ -372,10 +390,15 @@ impl Splitter {
 
     fn next_msgpack(&mut self) -> Result<Option<Vec<u8>>, Error> {
         let rest = self.rest();
-        if rest.is_empty() || rest.len() < self.msgpack_wait {
+        // Waiting for more bytes, unless what is held is already over the limit: it may hold
+        // a whole message that a scan would find.
+        if rest.is_empty() || (rest.len() < self.msgpack_wait && !self.over(rest.len())) {
             return Ok(None);
         }
-        match msgpack_extent(rest, 200) {
+        // Scanned no further than a message may reach: past it, the message is too big
+        // whatever follows (and whether or not those bytes have come yet).
+        let window = &rest[..rest.len().min(self.max_message.saturating_add(17))];
+        match msgpack_extent(window, 200) {
             Ok(Some(n)) => {
                 let v = rest[..n].to_vec();
                 self.start += n;
@@ -385,6 +408,7 @@ impl Splitter {
                 }
                 Ok(Some(v))
             }
+            Ok(None) if window.len() < rest.len() => Err(self.too_big()),
             Ok(None) => {
                 // Scan again only once the buffer has doubled: linear overall.
                 self.msgpack_wait = rest.len().saturating_mul(2);
@@ -612,6 +636,45 @@ mod tests {
             let e = split(framing, body, 3).unwrap_err();
             assert!(e.contains(want), "{framing:?} {body:?}: {e}");
         }
+    }
+
+    /// The limit holds, and the outcome is the same, wherever the body is cut (found by the fuzz
+    /// target stream_splitter: a JSON array element over the limit was taken when it came in
+    /// one piece, whitespace counted only while held, MessagePack waited past the limit and
+    /// was scanned beyond it, data after `[]` was judged only if it came later).
+    #[test]
+    fn limits_hold_wherever_the_body_is_cut() {
+        let big = format!("[\"{}\"]", "x".repeat(70));
+        let padded_line = format!("x{}\n", " ".repeat(100));
+        let padded_array = format!("{}[{{}}]{}", " ".repeat(100), " ".repeat(100));
+        // An array of 100 values, malformed only past the limit.
+        let long_msgpack = [&[0xdc, 0, 100][..], &[0; 90], &[0xc1]].concat();
+        for (framing, body, want) in [
+            (InFraming::JsonArray, big.as_bytes(), Err("limit")),
+            (InFraming::Ndjson, padded_line.as_bytes(), Err("limit")),
+            (InFraming::JsonArray, padded_array.as_bytes(), Ok(1)),
+            (InFraming::Msgpack, &long_msgpack, Err("limit")),
+            (InFraming::JsonArray, b"[] x", Err("after the closing")),
+        ] {
+            for chunk in [1, 3, 7, body.len()] {
+                match (split(framing, body, chunk), want) {
+                    (Err(e), Err(w)) => assert!(e.contains(w), "{framing:?} by {chunk}: {e}"),
+                    (Ok(got), Ok(n)) => assert_eq!(got.len(), n, "{framing:?} by {chunk}"),
+                    (got, _) => panic!("{framing:?} by {chunk}: {got:?}, want {want:?}"),
+                }
+            }
+        }
+        // A whole 64-byte MessagePack value held with part of the next (83 bytes, over the
+        // limit's 80) while waiting for the held bytes to double: it is found, not refused.
+        let mut s = Splitter::new(InFraming::Msgpack, 64);
+        let mut msg = vec![0xc4, 62];
+        msg.extend([7; 62]);
+        s.push(&msg[..63]);
+        assert_eq!(s.next_message().unwrap(), None);
+        s.push(&msg[63..]);
+        s.push(&[0xc4, 62]);
+        s.push(&[7; 17]);
+        assert_eq!(s.next_message().unwrap(), Some(msg));
     }
 
     #[test]
