@@ -212,8 +212,10 @@ impl<'a> Renderer<'a> {
 
     fn render(&mut self, desc: &MessageDescriptor, mut fields: Scanned<'_>) -> Result<Out, Error> {
         let full_name = desc.full_name();
-        if is_wrapper(desc) {
-            let field = desc.get_field(1).expect("wrapper types have field 1");
+        // Every wrapper has field 1 (a schema whose copy lacks it is refused when it loads).
+        if is_wrapper(desc)
+            && let Some(field) = desc.get_field(1)
+        {
             return Ok(match fields.remove(&1) {
                 Some((_, Acc::One(v))) => self.scalar(&field, v),
                 _ => self.default_scalar(&field),
