@@ -44,7 +44,7 @@ impl std::error::Error for ConfigError {}
 /// max_stream_bytes = 67108864                # a client stream's whole body
 /// max_concurrent_requests = 4096             # in flight in all; more are 503
 /// max_concurrent_requests_per_upstream = 1000  # default: no limit of its own
-/// max_inflight_bytes = 134217728             # request bodies (and answers) held
+/// max_inflight_bytes = 268435456             # request bodies (and answers) held
 /// max_concurrent_streams = 250               # per HTTP/2 connection
 /// max_connections = 10000                    # the longest-idle one closed for a new one
 /// idle_timeout = "90s"                       # no request in flight: closed (h2: GOAWAY)
@@ -666,6 +666,41 @@ mod tests {
         .unwrap();
         let r = resolve(args(&[]), file).unwrap();
         assert_eq!(r.edge.unknown_query, transcode::rest::UnknownQuery::Ignore);
+        // The limits of issue 18, from the file.
+        let limits = FileConfig::parse(
+            r#"
+                upstream = "http://127.0.0.1:1"
+                protos = ["a.proto"]
+                max_concurrent_requests = 10
+                max_concurrent_requests_per_upstream = 5
+                max_inflight_bytes = 8388608
+                max_concurrent_streams = 100
+                max_connections = 20
+                idle_timeout = "2m"
+            "#,
+            Path::new("."),
+        )
+        .and_then(|f| resolve(args(&[]), f))
+        .unwrap()
+        .edge;
+        assert_eq!(
+            (
+                limits.max_concurrent_requests,
+                limits.max_concurrent_requests_per_upstream,
+                limits.max_inflight_bytes,
+                limits.max_concurrent_streams,
+                limits.max_connections,
+                limits.idle_timeout
+            ),
+            (
+                10,
+                Some(5),
+                8 << 20,
+                100,
+                20,
+                std::time::Duration::from_secs(120)
+            )
+        );
         let rule = &r.edge.http_rules[0];
         assert_eq!(
             (
@@ -701,6 +736,22 @@ mod tests {
                 "max_stream_bytes = 0",
                 "max_stream_bytes (0) is below max_body_bytes",
             ),
+            (
+                "max_inflight_bytes = 1000",
+                "max_inflight_bytes (1000) is below max_body_bytes",
+            ),
+            (
+                "max_concurrent_requests = 0",
+                "max_concurrent_requests is 0",
+            ),
+            (
+                "max_concurrent_requests_per_upstream = 0",
+                "max_concurrent_requests_per_upstream is 0",
+            ),
+            ("max_connections = 0", "max_connections is 0"),
+            ("max_concurrent_streams = 0", "max_concurrent_streams is 0"),
+            ("idle_timeout = \"0s\"", "idle_timeout is 0"),
+            ("idle_timeout = \"soon\"", "idle_timeout"),
         ] {
             let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
             let e = FileConfig::parse(&text, Path::new("."))
