@@ -387,3 +387,43 @@ fn a_message_given_twice_is_read_occurrence_by_occurrence() {
         .unwrap();
     assert_eq!(out, br#"{"book":{"name":"a","title":"b"}}"#);
 }
+
+/// The depth limit agrees both ways: whatever nesting a request is accepted with, its echo
+/// renders, through plain fields, repeated fields, map values and google.protobuf.Value alike
+/// (a map entry and a Struct's entries are messages on the wire), in JSON and MessagePack.
+#[test]
+fn what_is_accepted_at_any_depth_renders_back() {
+    let schema = kitchen_sink();
+    let node = schema.message("protogate.test.v1.Node").unwrap();
+    let value = schema.message("google.protobuf.Value").unwrap();
+    let opts = Options::default();
+    type Shape = (&'static str, &'static str, &'static str);
+    // (open, innermost, close) of one level, per path.
+    let shapes: [(&str, &transcode::MessageDescriptor, Shape); 4] = [
+        ("child", &node, (r#"{"child":"#, "{}", "}")),
+        ("children", &node, (r#"{"children":["#, "{}", "]}")),
+        ("by_name", &node, (r#"{"byName":{"k":"#, "{}", "}}")),
+        ("Value", &value, (r#"{"k":"#, "1", "}")),
+    ];
+    for (what, desc, (open, inner, close)) in shapes {
+        let mut accepted = 0;
+        for n in 0..=130 {
+            let json = format!("{}{inner}{}", open.repeat(n), close.repeat(n));
+            let mut pb = Vec::new();
+            if schema
+                .to_protobuf(desc, Format::Json, json.as_bytes(), &mut pb, &opts)
+                .is_err()
+            {
+                continue;
+            }
+            accepted = n;
+            for to in [Format::Json, Format::Msgpack] {
+                let mut out = Vec::new();
+                if let Err(e) = schema.from_protobuf(desc, to, &pb, &mut out, &opts) {
+                    panic!("{what}: {n} levels accepted from JSON do not render as {to:?}: {e}");
+                }
+            }
+        }
+        assert!(accepted >= 30, "{what}: only {accepted} levels accepted");
+    }
+}
