@@ -27,6 +27,15 @@ use clap::Parser;
 /// Exit code for a configuration or schema that cannot be used (EX_USAGE).
 const EXIT_CONFIG: u8 = 64;
 
+/// A configuration file's text read and resolved as `protogate serve --config FILE` does when
+/// no other flag is given (relative paths under `/`); nothing is opened or bound. For the fuzz
+/// target `config` (fuzz/), not for users.
+#[doc(hidden)]
+pub fn check_config(text: &str) -> Result<(), config::ConfigError> {
+    let file = config::FileConfig::parse(text, std::path::Path::new("/"))?;
+    config::resolve(cli::ServeArgs::default(), file).map(drop)
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
