@@ -31,6 +31,7 @@ test: oracle-env grpcgw
 	$(CARGO) build -p protogate
 	tests/demo.sh target/debug/protogate
 	tests/readme.sh
+	$(MAKE) fuzz-smoke
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -57,6 +58,18 @@ soak:
 	$(CARGO) build --release -p protogate
 	$(CARGO) build --release -p protogate-tests --bin soak
 	SOAK_SECS=$(SOAK_SECS) target/release/soak
+
+# Fuzzing (fuzz/README.md): every cargo-fuzz target for FUZZ_SECS seconds (default 600), one
+# after another; installs cargo-fuzz when missing. `fuzz-smoke` (part of `make test`): a few
+# seconds each on an unoptimised build.
+.PHONY: fuzz fuzz-smoke
+FUZZ_SECS ?= 600
+FUZZ_SMOKE_SECS ?= 3
+fuzz:
+	fuzz/fuzz.sh $(FUZZ_SECS)
+
+fuzz-smoke:
+	FUZZ_SMOKE=1 fuzz/fuzz.sh $(FUZZ_SMOKE_SECS)
 
 clean:
 	$(CARGO) clean
