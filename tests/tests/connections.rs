@@ -223,3 +223,49 @@ async fn at_max_connections_the_longest_idle_connection_makes_room() {
         .await;
     assert_eq!(answer.status, 200);
 }
+
+/// An answer given before the body was read (413 here; 503 when shedding) reaches a client
+/// that is still uploading: the gateway reads and throws away what follows for a while after
+/// its answer instead of closing with unread bytes (which resets the connection, and the
+/// client's write fails before it reads the answer).
+#[tokio::test]
+async fn a_client_still_uploading_reads_the_early_answer() {
+    let backend = start_backend().await;
+    let config = edge::EdgeConfig {
+        max_body_bytes: 1000,
+        max_inflight_bytes: 1000,
+        ..Default::default()
+    };
+    // Small socket buffers on both ends (the gateway's accepted sockets inherit its
+    // listener's), so the body does not fit in what the kernels hold and most of it is sent
+    // after the gateway answered.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(16 * 1024).unwrap();
+    socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+    let upstream = format!("http://{}", backend.addr);
+    let upstreams = edge::Upstreams::new(Some(&upstream), &[], config.max_response_bytes).unwrap();
+    let (gw, _) = protogate_tests::start_gateway_on(
+        socket.listen(64).unwrap(),
+        protogate_tests::v1_schema(),
+        upstreams,
+        config,
+    );
+    let body = vec![b' '; 4 << 20];
+    for _ in 0..3 {
+        let client = tokio::net::TcpSocket::new_v4().unwrap();
+        client.set_send_buffer_size(16 * 1024).unwrap();
+        let mut stream = client.connect(gw.addr).await.unwrap();
+        let head = format!(
+            "POST {ECHO} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        within("the upload", PATIENCE, stream.write_all(&body))
+            .await
+            .expect("the whole body written: the gateway did not reset the connection");
+        let got = closed(&mut stream, PATIENCE).await;
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+        assert!(text.contains("exceeds the limit of 1000 bytes"), "{text}");
+    }
+}

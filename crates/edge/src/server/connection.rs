@@ -231,27 +231,77 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Tracked<B> {
     }
 }
 
-/// An HTTP/1.1 connection's IO that notes when bytes of a head arrive while it is idle.
-pub(super) struct Watched<T> {
-    io: T,
+/// A connection's IO. HTTP/1.1: it notes when bytes of a head arrive while the connection is
+/// idle, and when dropped it lingers: the write side is shut and what the client still sends
+/// is read and thrown away for a while (at most [`LINGER_TIME`] and [`LINGER_BYTES`]), so an
+/// answer given before its body was read (413, 503, …) reaches a client still uploading
+/// instead of being lost to the reset a close with unread bytes sends.
+pub(super) struct Watched<T: Io> {
+    io: Option<T>,
     conn: Arc<Conn>,
     h1: bool,
 }
 
-impl<T> Watched<T> {
+/// What a connection's IO must be to linger after it is dropped.
+pub(super) trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// How long a closed HTTP/1.1 connection reads what its client still sends.
+const LINGER_TIME: Duration = Duration::from_secs(2);
+/// How much it reads at most (the body of a request refused before it was read).
+const LINGER_BYTES: usize = 8 << 20;
+
+impl<T: Io> Watched<T> {
     pub(super) fn new(io: T, conn: Arc<Conn>, h1: bool) -> Watched<T> {
-        Watched { io, conn, h1 }
+        Watched {
+            io: Some(io),
+            conn,
+            h1,
+        }
+    }
+
+    fn io(&mut self) -> io::Result<Pin<&mut T>> {
+        match &mut self.io {
+            Some(io) => Ok(Pin::new(io)),
+            None => Err(io::ErrorKind::NotConnected.into()),
+        }
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
+impl<T: Io> Drop for Watched<T> {
+    fn drop(&mut self) {
+        let (Some(mut io), true) = (self.io.take(), self.h1) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let _ = tokio::time::timeout(LINGER_TIME, async {
+                let _ = io.shutdown().await;
+                let mut buf = vec![0u8; 16 * 1024];
+                let mut read = 0;
+                while read < LINGER_BYTES {
+                    match io.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => read += n,
+                    }
+                }
+            })
+            .await;
+        });
+    }
+}
+
+impl<T: Io> AsyncRead for Watched<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
-        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        let polled = self.io()?.poll_read(cx, buf);
         if self.h1 && buf.filled().len() > before {
             self.conn.head_began();
         }
@@ -259,13 +309,13 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
+impl<T: Io> AsyncWrite for Watched<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        self.io()?.poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -273,19 +323,19 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        self.io()?.poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
+        self.io.as_ref().is_some_and(|io| io.is_write_vectored())
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
+        self.io()?.poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
+        self.io()?.poll_shutdown(cx)
     }
 }
 
