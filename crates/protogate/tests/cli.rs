@@ -38,8 +38,11 @@ impl Drop for Proc {
 
 impl Proc {
     fn spawn(args: &[&str]) -> Proc {
-        let mut child = Command::new(BIN)
-            .args(args)
+        Proc::spawn_with(Command::new(BIN).args(args))
+    }
+
+    fn spawn_with(command: &mut Command) -> Proc {
+        let mut child = command
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -804,4 +807,61 @@ fn json_logs_are_one_object_per_line() {
     );
     gw.sigterm();
     assert!(gw.wait_exit().success());
+}
+
+/// Out of file descriptors, the accept loop backs off and says so once a second at most (it
+/// logged each of its 20 retries a second), with the count of failures not logged.
+#[test]
+fn running_out_of_file_descriptors_is_logged_once_a_second() {
+    let bench = format!("{PROTO_DIR}/bench/bench.proto");
+    // 48 descriptors: a handful for the runtime and the listener, the rest for connections.
+    let mut gw = Proc::spawn_with(Command::new("sh").args([
+        "-c",
+        "ulimit -n 48 && exec \"$0\" \"$@\"",
+        BIN,
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        "http://127.0.0.1:1",
+        "--proto",
+        &bench,
+    ]));
+    let addr = gw.addr();
+    // Connections that send nothing are held (until the 10 s head timeout): 80 of them use up
+    // the descriptors.
+    let held: Vec<std::net::TcpStream> = (0..80)
+        .map(|_| std::net::TcpStream::connect(addr).expect("connect"))
+        .collect();
+    gw.wait_for_line("accept failed");
+    let first = Instant::now();
+    let failures = || {
+        gw.log()
+            .iter()
+            .filter(|l| l.contains("accept failed"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    // Two lines: a second one comes a second after the first, with what was held back.
+    let lines = eventually("a second accept-failed line", || {
+        let lines = failures();
+        (lines.len() >= 2).then_some(lines)
+    })
+    .unwrap_or_else(|| panic!("one accept-failed line only; log:\n{}", gw.log().join("\n")));
+    let window = first.elapsed();
+    assert!(
+        lines[1].contains("more_since_last") && !lines[1].contains("more_since_last=0"),
+        "{}",
+        lines[1]
+    );
+    // Never more than one a second (plus the first), however long the test took to look.
+    let lines = failures();
+    let seconds = first.elapsed().as_secs_f64().ceil() as usize;
+    assert!(
+        lines.len() <= seconds + 2,
+        "{} accept-failed lines in {:?} (second seen after {window:?})",
+        lines.len(),
+        first.elapsed()
+    );
+    drop(held);
 }
