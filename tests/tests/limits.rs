@@ -374,6 +374,18 @@ async fn malformed_http1_framing_is_answered_and_the_connection_closed() {
             read_to_close(&mut stream, PATIENCE).await.is_empty(),
             "{what}"
         );
+        // The rejection is logged at debug with the client's address.
+        if status != 200 {
+            let peer = stream.local_addr().unwrap().to_string();
+            let logged = protogate_tests::log_lines(&format!("peer={peer}"));
+            let words = message.split('\\').next().unwrap();
+            assert!(
+                logged
+                    .iter()
+                    .any(|l| l.contains("request rejected") && l.contains(words)),
+                "{what}: {logged:?}"
+            );
+        }
     }
 }
 

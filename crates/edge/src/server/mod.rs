@@ -9,6 +9,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
+use tracing::Instrument;
 
 use crate::Edge;
 
@@ -119,6 +120,9 @@ pub async fn serve_all(
         let (head_timeout, idle_timeout) = (config.header_read_timeout, config.idle_timeout);
         let conn = Arc::clone(&registered.conn);
         let edge = edge.clone();
+        // Every line a request logs names its peer (a disabled span costs a level check).
+        let span = tracing::debug_span!("connection", %peer);
+        let request_span = span.clone();
         let service = service_fn(move |req| {
             let active = conn.begin();
             let edge = edge.clone();
@@ -126,6 +130,7 @@ pub async fn serve_all(
                 let response = edge.handle(req).await;
                 Ok::<_, std::convert::Infallible>(response.map(|b| Tracked::new(b, active)))
             }
+            .instrument(request_span.clone())
         });
         let builder = builder.clone();
         let mut stopped = stopped.clone();
@@ -192,7 +197,7 @@ pub async fn serve_all(
                     }
                 }
             }
-        });
+        }.instrument(span));
     }
     drop(owned);
     drop(stopped);

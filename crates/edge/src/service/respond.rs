@@ -69,8 +69,11 @@ impl Edge {
     ) -> Response<ResponseBody> {
         let (code, status) = err.code_and_status();
         let message = err.to_string();
-        // Shedding is counted, not logged: under overload a line per refusal would add to it.
-        if status.is_server_error() && !matches!(err, EdgeError::Shed(_)) {
+        // Shedding is counted, not logged at warn: under overload a line per refusal would add
+        // to it; and a client asking for what is not implemented is the client's doing.
+        if status.is_server_error()
+            && !matches!(err, EdgeError::Shed(_) | EdgeError::NotImplemented(_))
+        {
             tracing::warn!(method = ctx.method.map(|m| &*m.full_name), status = status.as_u16(), error = %message, "request failed");
         } else {
             tracing::debug!(method = ctx.method.map(|m| &*m.full_name), status = status.as_u16(), error = %message, "request rejected");
