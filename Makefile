@@ -6,7 +6,7 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 ORACLE_REQ := tests/oracle/requirements.txt
 
-.PHONY: demo test build lint bench bench-e2e soak oracle-env grpcgw clean
+.PHONY: demo test build lint bench bench-e2e bench-burst soak oracle-env grpcgw clean
 
 demo:
 	$(CARGO) run --release -p protogate -- demo
@@ -48,6 +48,13 @@ bench:
 # Settings: bench/e2e.sh's header. Writes target/bench-e2e/results.md.
 bench-e2e:
 	bench/e2e.sh
+
+# Memory under a burst (issue 18 §1): 200 concurrent 4 MB JSON bodies over HTTP/1.1, then over
+# one HTTP/2 connection; the gateway's peak RSS and RSS for 30 s after (bench/burst.py, h2load).
+bench-burst:
+	$(CARGO) build --release -p protogate -p protogate-tests --bin protogate --bin bench-backend
+	python3 bench/burst.py
+	python3 bench/burst.py --h2
 
 # Fault and soak test (issue 18): the release gateway under mixed unary and streaming load in
 # every format while its upstream is killed and restarted, sent GOAWAY and hangs one call in ten;
