@@ -269,3 +269,50 @@ async fn a_client_still_uploading_reads_the_early_answer() {
         assert!(text.contains("exceeds the limit of 1000 bytes"), "{text}");
     }
 }
+
+/// Draining (the shutdown signal, then `drain_delay`): `/readyz` answers 503, requests are
+/// still served, HTTP/1.1 answers say `Connection: close`, and an HTTP/2 connection gets a
+/// GOAWAY — it ends long before the drain does.
+#[tokio::test]
+async fn draining_turns_readyz_to_503_and_tells_connections_to_close() {
+    let backend = start_backend().await;
+    let config = edge::EdgeConfig {
+        drain_delay: Duration::from_secs(120),
+        ..Default::default()
+    };
+    let (gw, edge) = start_gateway(&format!("http://{}", backend.addr), config).await;
+    let addr = gw.addr;
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    // The h2 connection is up (a request answered) before the drain begins.
+    let request = http::Request::post(format!("http://{addr}{ECHO}"))
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let (answer, mut send) = client.send_request(request, false).unwrap();
+    send.send_data(Bytes::from_static(b"{}"), true).unwrap();
+    assert_eq!(
+        within("an answer", PATIENCE, answer)
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    drop(gw); // the shutdown signal
+    eventually("the drain to begin", PATIENCE, || {
+        edge.is_draining().then_some(())
+    })
+    .await;
+    let http = Http::h1();
+    let ready = http.get(addr, "/readyz").await;
+    assert_eq!(ready.status, 503);
+    let answer = http.post(addr, ECHO, "application/json", &[], "{}").await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("connection"), Some("close"));
+    // The GOAWAY ends the HTTP/2 connection (cleanly) within the patience, not the drain.
+    let ended = within("the HTTP/2 connection to end", PATIENCE, connection)
+        .await
+        .unwrap();
+    assert!(ended.is_ok(), "{ended:?}");
+}

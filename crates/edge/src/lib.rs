@@ -80,9 +80,14 @@ pub struct EdgeConfig {
     /// Client connections open at once (default 10,000): at the limit the longest-idle one
     /// is closed for a new one, and a new one is refused when none is idle.
     pub max_connections: usize,
-    /// Time in-flight requests get to finish after shutdown begins (default: the upstream
+    /// Time in-flight requests get to finish after the listeners close (default: the upstream
     /// timeout, so no call that could still succeed is cut).
     pub shutdown_grace: Duration,
+    /// After the shutdown signal, how long the gateway keeps accepting and serving while
+    /// `/readyz` answers 503, so load balancers stop sending before the listeners close
+    /// (default here 0; the binary's is 5 s). HTTP/1.1 answers say `Connection: close` and
+    /// HTTP/2 connections get a GOAWAY meanwhile.
+    pub drain_delay: Duration,
     /// HTTP rules beside the schema's `google.api.http` annotations; a rule here replaces the
     /// annotations of the method it selects.
     pub http_rules: Vec<transcode::rest::HttpRule>,
@@ -112,6 +117,7 @@ impl Default for EdgeConfig {
             idle_timeout: Duration::from_secs(90),
             max_connections: 10_000,
             shutdown_grace: Duration::from_secs(30),
+            drain_delay: Duration::ZERO,
             http_rules: Vec::new(),
             unknown_query: transcode::rest::UnknownQuery::Reject,
             max_stream_bytes: 64 * 1024 * 1024,

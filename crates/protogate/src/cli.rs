@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Parser, Debug)]
 #[command(
     name = "protogate",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("PROTOGATE_GIT_REVISION"), ")"),
     about = "A content-negotiating RPC gateway: JSON, MessagePack and Protobuf in front of gRPC"
 )]
 pub struct Cli {

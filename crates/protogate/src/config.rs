@@ -48,6 +48,7 @@ impl std::error::Error for ConfigError {}
 /// max_concurrent_streams = 250               # per HTTP/2 connection
 /// max_connections = 10000                    # the longest-idle one closed for a new one
 /// idle_timeout = "90s"                       # no request in flight: closed (h2: GOAWAY)
+/// drain_delay = "5s"                         # after SIGTERM: /readyz 503, still serving
 /// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
 /// unknown_query_parameters = "reject"        # or "ignore"
 ///
@@ -95,6 +96,7 @@ pub struct FileConfig {
     pub max_concurrent_streams: Option<u32>,
     pub max_connections: Option<usize>,
     pub idle_timeout: Option<String>,
+    pub drain_delay: Option<String>,
     pub worker_threads: Option<usize>,
     pub unknown_query_parameters: Option<UnknownQueryConfig>,
     #[serde(default)]
@@ -216,6 +218,10 @@ impl FileConfig {
         Ok(c)
     }
 }
+
+/// The binary's drain after SIGTERM: long enough for endpoint controllers and load balancers
+/// to stop sending (Kubernetes removes a terminating pod's endpoints within a few seconds).
+const DRAIN_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Resolves flags over the file into the edge's settings.
 pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigError> {
@@ -346,6 +352,7 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             defaults.idle_timeout,
         )?,
         shutdown_grace: upstream_timeout,
+        drain_delay: duration(None, file.drain_delay, "drain_delay", DRAIN_DELAY)?,
         http_rules,
         unknown_query: file
             .unknown_query_parameters
@@ -677,12 +684,23 @@ mod tests {
                 max_concurrent_streams = 100
                 max_connections = 20
                 idle_timeout = "2m"
+                drain_delay = "7s"
             "#,
             Path::new("."),
         )
         .and_then(|f| resolve(args(&[]), f))
         .unwrap()
         .edge;
+        assert_eq!(limits.drain_delay, std::time::Duration::from_secs(7));
+        let bare = FileConfig::parse(
+            "upstream = \"http://127.0.0.1:1\"\nprotos = [\"a.proto\"]",
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(
+            resolve(args(&[]), bare).unwrap().edge.drain_delay,
+            DRAIN_DELAY
+        );
         assert_eq!(
             (
                 limits.max_concurrent_requests,

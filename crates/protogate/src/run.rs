@@ -63,8 +63,9 @@ pub(crate) fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime>
 }
 
 /// Installs the SIGINT and SIGTERM handlers now (so a signal that arrives right after the
-/// "listening" line is not missed) and returns a future that resolves on either. Must be
-/// called inside the runtime.
+/// "listening" line is not missed) and returns a future that resolves on either: the gateway
+/// then drains and stops. A second signal while it does ends the process at once (exit 1).
+/// Must be called inside the runtime.
 pub(crate) fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
     #[cfg(unix)]
     {
@@ -78,6 +79,14 @@ pub(crate) fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
                 _ = interrupt.recv() => tracing::info!("SIGINT received"),
                 _ = terminate.recv() => tracing::info!("SIGTERM received"),
             }
+            tokio::spawn(async move {
+                let which = tokio::select! {
+                    _ = interrupt.recv() => "SIGINT",
+                    _ = terminate.recv() => "SIGTERM",
+                };
+                tracing::warn!("{which} received while shutting down: exiting at once");
+                std::process::exit(1);
+            });
         })
     }
     #[cfg(not(unix))]

@@ -18,8 +18,10 @@ mod first_bytes;
 
 use connection::{Expired, Registry, Tracked, Watched};
 
-/// Serves `edge` on an already-bound listener until `shutdown` resolves; then stops
-/// accepting, lets in-flight requests finish within the configured grace period, and returns.
+/// Serves `edge` on an already-bound listener until `shutdown` resolves; then drains (for
+/// `drain_delay`: `/readyz` answers 503, HTTP/1.1 answers close their connection, HTTP/2
+/// connections get a GOAWAY, new connections are still served), stops accepting, lets
+/// in-flight requests finish within the grace period, and returns.
 pub async fn serve(listener: TcpListener, edge: Arc<Edge>, shutdown: impl Future<Output = ()>) {
     serve_all(vec![listener], edge, shutdown).await
 }
@@ -55,10 +57,11 @@ pub async fn serve_all(
         config.max_connections,
         edge.metrics().connections.clone(),
     ));
-    // Tells every connection the server stops: one still waiting for its first bytes closes
-    // at once, the others finish what they serve (GOAWAY, Connection: close). Each holds a
-    // receiver; the shutdown waits until all are dropped.
-    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    // Tells every connection the shutdown's phase: draining, HTTP/2 connections get a GOAWAY
+    // (HTTP/1.1 ones are closed by their next answer); stopped, one still waiting for its first
+    // bytes closes at once and the others finish what they serve. Each holds a receiver; the
+    // shutdown waits until all are dropped.
+    let (stopping, stopped) = tokio::sync::watch::channel(Phase::Serving);
     let mut accept_errors = AcceptErrors::default();
 
     // The downgrade log's pending counts are reported even when traffic stops.
@@ -89,11 +92,22 @@ pub async fn serve_all(
             std::task::Poll::Pending
         })
     };
+    let drained = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(drained);
+    let mut draining = false;
     loop {
         first = first.wrapping_add(1);
         let accepted = tokio::select! {
             accepted = accept(first) => accepted,
-            () = &mut shutdown => break,
+            () = &mut shutdown, if !draining => {
+                draining = true;
+                edge.drain();
+                stopping.send_replace(Phase::Draining);
+                drained.as_mut().reset(tokio::time::Instant::now() + config.drain_delay);
+                tracing::info!(drain_delay = ?config.drain_delay, "draining: /readyz answers 503, connections are told to close; still serving");
+                continue;
+            }
+            () = &mut drained, if draining => break,
         };
         let (stream, peer) = match accepted {
             Ok(a) => a,
@@ -123,11 +137,20 @@ pub async fn serve_all(
         // Every line a request logs names its peer (a disabled span costs a level check).
         let span = tracing::debug_span!("connection", %peer);
         let request_span = span.clone();
-        let service = service_fn(move |req| {
+        let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
             let active = conn.begin();
             let edge = edge.clone();
+            // Draining: the client is told to take its next request elsewhere (a drain that
+            // begins while a request is served closes its connection when the listeners do).
+            let close = req.version() < http::Version::HTTP_2 && edge.is_draining();
             async move {
-                let response = edge.handle(req).await;
+                let mut response = edge.handle(req).await;
+                if close {
+                    response.headers_mut().insert(
+                        http::header::CONNECTION,
+                        http::HeaderValue::from_static("close"),
+                    );
+                }
                 Ok::<_, std::convert::Infallible>(response.map(|b| Tracked::new(b, active)))
             }
             .instrument(request_span.clone())
@@ -139,7 +162,7 @@ pub async fn serve_all(
             // The first bytes under the header timeout (see first_bytes.rs).
             let read = tokio::select! {
                 read = tokio::time::timeout(head_timeout, first_bytes::read(stream)) => read,
-                _ = stopped.wait_for(|stopped| *stopped) => return,
+                _ = stopped.wait_for(|phase| *phase == Phase::Stopped) => return,
                 () = conn.closed() => return,
             };
             let stream = match read {
@@ -191,7 +214,9 @@ pub async fn serve_all(
                         served.as_mut().graceful_shutdown();
                         closing = true;
                     }
-                    _ = stopped.wait_for(|stopped| *stopped), if !closing => {
+                    // HTTP/1.1 is not shut while draining: a new connection has not sent its
+                    // request yet, and a busy one is closed by its answer's Connection: close.
+                    _ = stopped.wait_for(|phase| *phase == Phase::Stopped || (*phase == Phase::Draining && !h1)), if !closing => {
                         served.as_mut().graceful_shutdown();
                         closing = true;
                     }
@@ -201,7 +226,7 @@ pub async fn serve_all(
     }
     drop(owned);
     drop(stopped);
-    stopping.send_replace(true);
+    stopping.send_replace(Phase::Stopped);
     tracing::info!(
         connections = stopping.receiver_count(),
         "shutting down: no longer accepting connections"
@@ -214,6 +239,16 @@ pub async fn serve_all(
     }
     flusher.abort();
     edge.downgrade_log().flush();
+}
+
+/// Where the shutdown is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Serving,
+    /// `drain_delay`: still accepting and serving; connections told to close.
+    Draining,
+    /// The listeners are closed.
+    Stopped,
 }
 
 /// Accept failures (out of file descriptors, mostly): one warning a second at most, with the

@@ -54,6 +54,9 @@ pub struct Edge {
     unknown_method: std::sync::Arc<str>,
     /// `GET /openapi.json`: the OpenAPI document of the schema and the routes, built once.
     openapi: Bytes,
+    /// Set when the shutdown begins: `/readyz` answers 503 and HTTP/1.1 answers close their
+    /// connection.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 /// One request's context: when it began, who asked, for which method, and its plan.
@@ -143,6 +146,7 @@ impl Edge {
             transcode: transcode::Options::default(),
             unknown_method: "unknown".into(),
             openapi,
+            draining: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -164,6 +168,17 @@ impl Edge {
 
     pub(crate) fn downgrade_log(&self) -> &DowngradeLog {
         &self.downgrades
+    }
+
+    /// The shutdown began: from now on `/readyz` answers 503 and every HTTP/1.1 answer closes
+    /// its connection.
+    pub fn drain(&self) {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Serves one request. Never fails: every error becomes a response.
@@ -326,6 +341,13 @@ impl Edge {
     /// Ready when the schema is loaded (it is, or we would not be serving) and every upstream
     /// accepts a TCP connection.
     async fn readyz(&self) -> Response<ResponseBody> {
+        if self.is_draining() {
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain; charset=utf-8",
+                Bytes::from_static(b"not ready: shutting down\n"),
+            );
+        }
         let problems = self.upstreams.unreachable(Duration::from_secs(1)).await;
         if problems.is_empty() {
             plain(
