@@ -71,14 +71,14 @@ fn negotiate(flags: u8, ct: Option<&HeaderValue>, accept: Option<&HeaderValue>) 
 }
 
 /// The outcomes without the error texts, which quote the header as sent.
-fn shape(
-    o: &Outcomes,
-) -> (
+type Shape = (
     Option<Format>,
     Option<transcode::stream::InFraming>,
     Option<(Format, bool)>,
     Option<(Framing, bool)>,
-) {
+);
+
+fn shape(o: &Outcomes) -> Shape {
     (
         o.0.clone().ok(),
         o.1.clone().ok(),
