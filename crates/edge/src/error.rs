@@ -248,6 +248,8 @@ pub enum SetupError {
     Routes(transcode::SchemaError),
     /// The schema has no google.rpc.Status (error bodies need it).
     NoStatus,
+    /// An HTTP rule takes the path of one of the gateway's own endpoints on its listener.
+    PathTaken { path: &'static str, rule: String },
 }
 
 impl fmt::Display for SetupError {
@@ -260,6 +262,10 @@ impl fmt::Display for SetupError {
                 known.join(", ")
             ),
             SetupError::Routes(e) => write!(f, "{e}"),
+            SetupError::PathTaken { path, rule } => write!(
+                f,
+                "the HTTP rule {rule} takes {path}, which the gateway answers itself on the same listener (set admin_listen to move /healthz, /readyz and /metrics off the main listener)"
+            ),
             SetupError::NoStatus => f.write_str(
                 "the schema lacks google.rpc.Status and the bundled copy could not be added",
             ),

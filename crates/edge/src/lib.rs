@@ -32,7 +32,7 @@ use std::time::Duration;
 
 pub use admission::ShedReason;
 pub use error::{EdgeError, SetupError};
-pub use server::{serve, serve_all};
+pub use server::{serve, serve_admin, serve_all};
 pub use service::Edge;
 pub use upstream::{UpstreamOptions, Upstreams};
 
@@ -88,6 +88,9 @@ pub struct EdgeConfig {
     /// (default here 0; the binary's is 5 s). HTTP/1.1 answers say `Connection: close` and
     /// HTTP/2 connections get a GOAWAY meanwhile.
     pub drain_delay: Duration,
+    /// `/healthz`, `/readyz` and `/metrics` are served on an admin listener of their own
+    /// ([`serve_admin`]), not on the main one (default false).
+    pub admin_listener: bool,
     /// HTTP rules beside the schema's `google.api.http` annotations; a rule here replaces the
     /// annotations of the method it selects.
     pub http_rules: Vec<transcode::rest::HttpRule>,
@@ -118,6 +121,7 @@ impl Default for EdgeConfig {
             max_connections: 10_000,
             shutdown_grace: Duration::from_secs(30),
             drain_delay: Duration::ZERO,
+            admin_listener: false,
             http_rules: Vec::new(),
             unknown_query: transcode::rest::UnknownQuery::Reject,
             max_stream_bytes: 64 * 1024 * 1024,

@@ -27,6 +27,7 @@ impl std::error::Error for ConfigError {}
 ///
 /// ```toml
 /// listen = "127.0.0.1:8080"
+/// admin_listen = "127.0.0.1:9090"             # /healthz, /readyz, /metrics here instead
 /// upstream = "http://127.0.0.1:50051"        # default for every service
 /// descriptor_sets = ["api.pb"]               # or:
 /// protos = ["shop/v1/shop.proto"]
@@ -72,6 +73,7 @@ impl std::error::Error for ConfigError {}
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub listen: Option<String>,
+    pub admin_listen: Option<String>,
     pub upstream: Option<String>,
     #[serde(default)]
     pub descriptor_sets: Vec<PathBuf>,
@@ -192,6 +194,8 @@ pub struct ServiceConfig {
 #[derive(Debug)]
 pub struct Resolved {
     pub listen: Listen,
+    /// Where /healthz, /readyz and /metrics are served when not on the main listener.
+    pub admin_listen: Option<Listen>,
     pub default_upstream: Option<String>,
     pub service_upstreams: Vec<(String, String)>,
     pub schema: SchemaArgs,
@@ -230,6 +234,12 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         .or(file.listen)
         .unwrap_or_else(|| "127.0.0.1:8080".to_owned());
     let listen = Listen::parse(&listen_text)?;
+    let admin_listen = args
+        .admin_listen
+        .clone()
+        .or(file.admin_listen.clone())
+        .map(|text| Listen::parse(&text))
+        .transpose()?;
     let default_upstream = args.upstream.or(file.upstream);
     let service_upstreams: Vec<(String, String)> = file
         .services
@@ -353,6 +363,7 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         )?,
         shutdown_grace: upstream_timeout,
         drain_delay: duration(None, file.drain_delay, "drain_delay", DRAIN_DELAY)?,
+        admin_listener: admin_listen.is_some(),
         http_rules,
         unknown_query: file
             .unknown_query_parameters
@@ -402,6 +413,7 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
     }
     Ok(Resolved {
         listen,
+        admin_listen,
         default_upstream,
         service_upstreams,
         schema,

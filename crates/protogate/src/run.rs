@@ -34,12 +34,32 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge).map_err(|e| ConfigError(e.to_string()))?);
         // Bound last: every configuration error is reported before a port opens.
         let listeners = resolved.listen.bind()?;
+        let admin_listeners = match &resolved.admin_listen {
+            Some(admin) => admin.bind()?,
+            None => Vec::new(),
+        };
         let shutdown = shutdown_signal()?;
         for listener in &listeners {
             let addr = listener.local_addr()?;
             tracing::info!(%addr, methods, upstream = resolved.default_upstream.as_deref().unwrap_or("-"), "listening on http://{addr}");
         }
+        // The admin listener serves until the main one has stopped: /readyz answers 503 there
+        // while the gateway drains.
+        let (main_done, admin_stop) = tokio::sync::watch::channel(false);
+        let mut admins = Vec::new();
+        for listener in admin_listeners {
+            let addr = listener.local_addr()?;
+            tracing::info!(%addr, "admin endpoints (/healthz, /readyz, /metrics) on http://{addr}");
+            let mut stop = admin_stop.clone();
+            admins.push(tokio::spawn(edge::serve_admin(listener, edge.clone(), async move {
+                let _ = stop.wait_for(|done| *done).await;
+            })));
+        }
         edge::serve_all(listeners, edge, shutdown).await;
+        main_done.send_replace(true);
+        for admin in admins {
+            let _ = admin.await;
+        }
         Ok(())
     })
 }

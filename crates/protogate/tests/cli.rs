@@ -1008,3 +1008,36 @@ fn sigterm_drains_then_stops_without_losing_a_request() {
     let status = gw.wait_exit();
     assert_eq!(status.code(), Some(1), "{status:?}");
 }
+
+/// `--admin-listen`: /healthz, /readyz and /metrics there, not on the main port.
+#[test]
+fn admin_listen_moves_the_admin_endpoints() {
+    let shop = shop();
+    let mut args = vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+    ];
+    let extra = shop_args(&shop);
+    args.extend(strs(&extra));
+    let mut gw = Proc::spawn(&args);
+    let addr = gw.addr();
+    let line = gw.wait_for_line("admin endpoints");
+    let admin: SocketAddr = line
+        .split("on http://")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| c.is_whitespace() || c == '"').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no admin address in {line}"));
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let r = http(admin, "GET", path, "text/plain", b"");
+        assert!(r.starts_with("HTTP/1.1 200"), "admin {path}: {r}");
+        let r = http(addr, "GET", path, "text/plain", b"");
+        assert!(r.starts_with("HTTP/1.1 404"), "main {path}: {r}");
+    }
+    assert!(get_order(addr).starts_with("HTTP/1.1 200"));
+    gw.sigterm();
+    assert!(gw.wait_exit().success());
+}

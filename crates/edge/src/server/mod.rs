@@ -13,8 +13,11 @@ use tracing::Instrument;
 
 use crate::Edge;
 
+mod admin;
 mod connection;
 mod first_bytes;
+
+pub use admin::serve_admin;
 
 use connection::{Expired, Registry, Tracked, Watched};
 

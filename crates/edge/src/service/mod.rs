@@ -25,6 +25,7 @@ use crate::metrics::{DowngradeLabels, MethodLabels, MethodName, Metrics, Request
 use crate::negotiate;
 use crate::upstream::Upstreams;
 
+mod admin;
 mod call;
 mod plan;
 mod record;
@@ -128,6 +129,21 @@ impl Edge {
             crate::downgrade::DEFAULT_CAPACITY,
         )
         .with_max_lines(config.downgrade_log_max_lines);
+        // A rule on a path the gateway answers itself would never be reached.
+        for path in admin::own_paths(&config) {
+            let rule = match routes.resolve(&schema, "GET", path) {
+                // Named by its selector, as rules are written.
+                Resolution::Found(found) => format!(
+                    "GET {path} of {}",
+                    found.binding().method.full_name.replacen('/', ".", 1)
+                ),
+                Resolution::PathNotAllowed(methods) => {
+                    format!("for {} {path}", methods.join(", "))
+                }
+                _ => continue,
+            };
+            return Err(SetupError::PathTaken { path, rule });
+        }
         let metrics = Metrics::new();
         let admission = Arc::new(Admission::new(
             config.max_concurrent_requests,
@@ -187,31 +203,8 @@ impl Edge {
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: std::error::Error + Send + Sync + 'static,
     {
-        let path = req.uri().path();
-        match path {
-            "/healthz" => {
-                return plain(
-                    StatusCode::OK,
-                    "text/plain; charset=utf-8",
-                    Bytes::from_static(b"ok\n"),
-                );
-            }
-            "/readyz" => return self.readyz().await,
-            "/metrics" => {
-                return plain(
-                    StatusCode::OK,
-                    crate::metrics::CONTENT_TYPE,
-                    Bytes::from(self.metrics.render()),
-                );
-            }
-            "/openapi.json" => {
-                return plain(
-                    StatusCode::OK,
-                    transcode::media::JSON[0],
-                    self.openapi.clone(),
-                );
-            }
-            _ => {}
+        if let Some(own) = self.own_endpoint(&req).await {
+            return own;
         }
         // Before the context, which borrows from it (and records when dropped).
         let (head, body) = req.into_parts();
@@ -335,33 +328,6 @@ impl Edge {
             Resolution::NotFound => {
                 Err(EdgeError::UnknownMethod(format!("{} {path}", head.method)))
             }
-        }
-    }
-
-    /// Ready when the schema is loaded (it is, or we would not be serving) and every upstream
-    /// accepts a TCP connection.
-    async fn readyz(&self) -> Response<ResponseBody> {
-        if self.is_draining() {
-            return plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain; charset=utf-8",
-                Bytes::from_static(b"not ready: shutting down\n"),
-            );
-        }
-        let problems = self.upstreams.unreachable(Duration::from_secs(1)).await;
-        if problems.is_empty() {
-            plain(
-                StatusCode::OK,
-                "text/plain; charset=utf-8",
-                Bytes::from_static(b"ready\n"),
-            )
-        } else {
-            let text = format!("not ready: upstream unreachable: {}\n", problems.join("; "));
-            plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain; charset=utf-8",
-                Bytes::from(text),
-            )
         }
     }
 }

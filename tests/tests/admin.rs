@@ -1,0 +1,119 @@
+//! The gateway's own endpoints: GET and HEAD only; on the main listener by default, on an
+//! admin listener of their own when there is one (404 on the main one then); a REST rule on
+//! one of their paths is refused at start-up on the listener that serves them.
+
+use std::sync::Arc;
+
+use protogate_tests::{Http, library, start_backend, start_gateway};
+
+fn unannotated_rule(path: &str) -> transcode::rest::HttpRule {
+    transcode::rest::HttpRule {
+        selector: "library.v1.Library.Unannotated".into(),
+        method: "GET".into(),
+        path: path.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn own_endpoints_answer_get_and_head_only() {
+    let backend = start_backend().await;
+    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), Default::default()).await;
+    let http = Http::h1();
+    for path in ["/healthz", "/readyz", "/metrics", "/openapi.json"] {
+        assert_eq!(http.get(gw.addr, path).await.status, 200, "{path}");
+        let head = http.request("HEAD", gw.addr, path, &[], "").await;
+        assert_eq!(head.status, 200, "HEAD {path}");
+        assert!(head.body.is_empty(), "HEAD {path}: {:?}", head.body);
+        for method in ["POST", "DELETE"] {
+            let a = http.request(method, gw.addr, path, &[], "x").await;
+            assert_eq!(a.status, 405, "{method} {path}");
+            assert_eq!(a.header("allow"), Some("GET, HEAD"), "{method} {path}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_admin_listener_takes_the_admin_endpoints_off_the_main_one() {
+    let config = edge::EdgeConfig {
+        admin_listener: true,
+        // Free on the main listener now.
+        http_rules: vec![unannotated_rule("/healthz")],
+        ..Default::default()
+    };
+    let stack = library::start_with_gateway(config).await;
+    let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin = admin_listener.local_addr().unwrap();
+    let edge = Arc::clone(&stack.edge);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(edge::serve_admin(admin_listener, edge, async {
+        let _ = stopped.await;
+    }));
+    let http = Http::h1();
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let a = http.get(admin, path).await;
+        assert_eq!(a.status, 200, "admin {path}");
+        assert_eq!(
+            Http::h2().get(admin, path).await.status,
+            200,
+            "admin {path} over h2"
+        );
+        let a = http.request("POST", admin, path, &[], "").await;
+        assert_eq!(a.status, 405, "admin POST {path}");
+    }
+    let metrics = http.get(admin, "/metrics").await;
+    assert!(
+        String::from_utf8_lossy(&metrics.body).contains("protogate_requests_in_flight"),
+        "{:?}",
+        metrics.body
+    );
+    assert_eq!(http.get(admin, "/v1/shelves/1/books/2").await.status, 404);
+    assert_eq!(http.get(admin, "/openapi.json").await.status, 404);
+    // On the main listener: /metrics and /readyz are nobody's, /healthz is the rule's.
+    for path in ["/metrics", "/readyz"] {
+        let a = http.get(stack.gw.addr, path).await;
+        assert_eq!(a.status, 404, "main {path}");
+        assert_eq!(a.json()["code"], 5, "main {path}");
+    }
+    let a = http.get(stack.gw.addr, "/healthz").await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert!(
+        a.json()["title"].is_string(),
+        "the rule's answer: {:?}",
+        a.body
+    );
+    // The API description stays on the main listener.
+    assert_eq!(http.get(stack.gw.addr, "/openapi.json").await.status, 200);
+    let _ = stop.send(());
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_rule_on_an_own_endpoints_path_is_refused_at_start_up() {
+    for (path, admin_listener, taken) in [
+        ("/metrics", false, true),
+        ("/readyz", false, true),
+        ("/openapi.json", false, true),
+        ("/openapi.json", true, true),
+        ("/metrics", true, false),
+    ] {
+        let upstreams = edge::Upstreams::new(Some("http://127.0.0.1:1"), &[], 1 << 20).unwrap();
+        let config = edge::EdgeConfig {
+            admin_listener,
+            http_rules: vec![unannotated_rule(path)],
+            ..Default::default()
+        };
+        match edge::Edge::new(library::schema(), upstreams, config) {
+            Err(e) if taken => {
+                let e = e.to_string();
+                assert!(
+                    e.contains(path) && e.contains("library.v1.Library.Unannotated"),
+                    "{e}"
+                );
+            }
+            Ok(_) if !taken => {}
+            Err(e) => panic!("{path} (admin listener: {admin_listener}): {e}"),
+            Ok(_) => panic!("{path} (admin listener: {admin_listener}): accepted"),
+        }
+    }
+}
