@@ -601,6 +601,63 @@ async fn metadata_travels_both_ways() {
         "{counts}"
     );
     assert_eq!(a.header("grpc-metadata-x-served-by"), Some("backend-v2"));
+    // The client's request id is answered with.
+    assert_eq!(a.header("x-request-id"), Some("req-42"));
+
+    // Trace context reaches the upstream; a request without an id gets one, which the
+    // upstream and the client both see.
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let a = Http::h2()
+        .post(
+            gw.addr,
+            METADATA,
+            "application/json",
+            &[("traceparent", traceparent), ("tracestate", "acme=1")],
+            "{}",
+        )
+        .await;
+    assert_eq!(a.status, 200);
+    let counts = a.json()["counts"].clone();
+    assert!(
+        counts.get(format!("traceparent={traceparent}")).is_some(),
+        "{counts}"
+    );
+    assert!(counts.get("tracestate=acme=1").is_some(), "{counts}");
+    let id = a.header("x-request-id").expect("a generated request id");
+    assert!(
+        id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{id}"
+    );
+    assert!(
+        counts.get(format!("x-request-id={id}")).is_some(),
+        "{counts}"
+    );
+    let other = Http::h1()
+        .post(gw.addr, METADATA, "application/json", &[], "{}")
+        .await;
+    assert_ne!(other.header("x-request-id"), Some(id), "ids repeat");
+    // Errors carry it too.
+    let missing = Http::h1().get(gw.addr, "/nowhere").await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.header("x-request-id").is_some());
+    let a = Http::h1()
+        .post(
+            gw.addr,
+            METADATA,
+            "application/json",
+            &[("grpc-trace-bin", "%%%")],
+            "{}",
+        )
+        .await;
+    assert_eq!(a.status, 400);
+    assert!(
+        a.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("grpc-trace-bin"),
+        "{:?}",
+        a.json()
+    );
 
     // A binary value must be base64 (as gRPC sends it): the client's 400, naming the header,
     // not the upstream's INTERNAL.

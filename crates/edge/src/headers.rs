@@ -120,7 +120,8 @@ pub(crate) fn client_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Ed
     Ok(None)
 }
 
-/// Headers forwarded upstream as gRPC metadata: `authorization`, `x-request-id`, and every
+/// Headers forwarded upstream as gRPC metadata: `authorization`, `x-request-id`, the trace
+/// context (W3C `traceparent` and `tracestate`, gRPC's `grpc-trace-bin`), and every
 /// `grpc-metadata-*` with the prefix stripped (names reserved by gRPC are not forwarded).
 /// A binary (`-bin`) value must be base64, as gRPC sends it: anything else is the client's
 /// error (400 naming the header), not the upstream's (which would fail the call as INTERNAL).
@@ -128,7 +129,17 @@ pub(crate) fn upstream_metadata(headers: &HeaderMap) -> Result<HeaderMap, EdgeEr
     let mut out = HeaderMap::new();
     for (name, value) in headers {
         let n = name.as_str();
-        if n == "authorization" || n == "x-request-id" {
+        if matches!(
+            n,
+            "authorization" | "x-request-id" | "traceparent" | "tracestate"
+        ) {
+            out.append(name.clone(), value.clone());
+        } else if n == "grpc-trace-bin" {
+            if crate::upstream::decode_binary_header(value.as_bytes()).is_none() {
+                return Err(EdgeError::BadHeader(format!(
+                    "{n}: a binary metadata value (-bin) must be base64"
+                )));
+            }
             out.append(name.clone(), value.clone());
         } else if let Some(rest) = n.strip_prefix("grpc-metadata-") {
             if rest.is_empty() || is_reserved_metadata(rest) {
@@ -147,6 +158,41 @@ pub(crate) fn upstream_metadata(headers: &HeaderMap) -> Result<HeaderMap, EdgeEr
         }
     }
     Ok(out)
+}
+
+pub(crate) const X_REQUEST_ID: &str = "x-request-id";
+
+/// A request id for a request that came without one: 32 hex digits, unique per process (a
+/// counter) and unlikely to repeat across processes (hashed with the thread's random keys).
+pub(crate) fn new_request_id() -> HeaderValue {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static KEYS: std::collections::hash_map::RandomState =
+            std::collections::hash_map::RandomState::new();
+    }
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let (a, b) = KEYS.with(|keys| {
+        let mut h = keys.build_hasher();
+        h.write_u64(n);
+        let a = h.finish();
+        h.write_u64(a);
+        (a, h.finish())
+    });
+    let mut text = [0u8; 32];
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (i, byte) in a
+        .to_be_bytes()
+        .into_iter()
+        .chain(b.to_be_bytes())
+        .enumerate()
+    {
+        text[2 * i] = HEX[usize::from(byte >> 4)];
+        text[2 * i + 1] = HEX[usize::from(byte & 15)];
+    }
+    // Hex digits are always a valid header value.
+    HeaderValue::from_bytes(&text).unwrap_or(HeaderValue::from_static("0"))
 }
 
 pub(crate) fn is_reserved_metadata(name: &str) -> bool {

@@ -206,6 +206,16 @@ impl Edge {
         if let Some(own) = self.own_endpoint(&req).await {
             return own;
         }
+        // The request's id: the client's, or one made here; sent upstream and answered with.
+        let mut req = req;
+        let request_id = match req.headers().get(X_REQUEST_ID) {
+            Some(id) => id.clone(),
+            None => {
+                let id = new_request_id();
+                req.headers_mut().insert(X_REQUEST_ID, id.clone());
+                id
+            }
+        };
         // Before the context, which borrows from it (and records when dropped).
         let (head, body) = req.into_parts();
         let headers = &head.headers;
@@ -242,6 +252,7 @@ impl Edge {
                 (response, err.code_and_status().0)
             }
         };
+        response.headers_mut().insert(X_REQUEST_ID, request_id);
         let status = response.status();
         if let Some(ticket) = ctx.ticket.take() {
             response.body_mut().hold(ticket);
