@@ -88,6 +88,7 @@ impl Admission {
         Ok(Ticket {
             admission: Arc::clone(self),
             bytes: 0,
+            request_bytes: 0,
             upstream: None,
         })
     }
@@ -100,6 +101,8 @@ impl Admission {
 pub struct Ticket {
     admission: Arc<Admission>,
     bytes: usize,
+    /// Of `bytes`, those of the request body.
+    request_bytes: usize,
     upstream: Option<UpstreamSlot>,
 }
 
@@ -111,8 +114,14 @@ impl Ticket {
             return Err(EdgeError::Shed(ShedReason::Memory));
         }
         self.bytes += n;
+        self.request_bytes += n;
         self.admission.bytes_gauge.inc_by(n as i64);
         Ok(())
+    }
+
+    /// The request body bytes taken so far.
+    pub(crate) fn request_bytes(&self) -> usize {
+        self.request_bytes
     }
 
     /// Counts `n` more bytes held (an answer already made) even past the budget: refusing it

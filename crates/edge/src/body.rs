@@ -20,12 +20,14 @@ pub struct ResponseBody {
     /// Told when the body is dropped, and whether it was sent to its end.
     on_end: Option<Box<dyn BodyEnd>>,
     ended: bool,
+    /// Data bytes handed to hyper so far.
+    sent: u64,
 }
 
 /// What a [`ResponseBody`] tells when it is dropped: `complete` if every frame was taken (the
 /// answer was sent), false if the client left before.
 pub trait BodyEnd: Send {
-    fn body_end(self: Box<Self>, complete: bool);
+    fn body_end(self: Box<Self>, complete: bool, sent: u64);
 }
 
 enum Inner {
@@ -48,6 +50,7 @@ impl ResponseBody {
             ticket: None,
             on_end: None,
             ended: false,
+            sent: 0,
         }
     }
 
@@ -73,7 +76,7 @@ impl ResponseBody {
 impl Drop for ResponseBody {
     fn drop(&mut self) {
         if let Some(on_end) = self.on_end.take() {
-            on_end.body_end(self.ended);
+            on_end.body_end(self.ended, self.sent);
         }
     }
 }
@@ -92,6 +95,11 @@ impl Body for ResponseBody {
             Inner::Stream(s) => s.as_mut().poll_next(cx).map(|f| f.map(Ok)),
         };
         // Trailers are the last frame: hyper does not poll past them.
+        if let Poll::Ready(Some(Ok(frame))) = &next
+            && let Some(data) = frame.data_ref()
+        {
+            this.sent += data.len() as u64;
+        }
         this.ended |= match &next {
             Poll::Ready(None) => true,
             Poll::Ready(Some(Ok(frame))) => frame.is_trailers(),

@@ -125,8 +125,15 @@ pub(crate) fn client_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Ed
 /// `grpc-metadata-*` with the prefix stripped (names reserved by gRPC are not forwarded).
 /// A binary (`-bin`) value must be base64, as gRPC sends it: anything else is the client's
 /// error (400 naming the header), not the upstream's (which would fail the call as INTERNAL).
-pub(crate) fn upstream_metadata(headers: &HeaderMap) -> Result<HeaderMap, EdgeError> {
+/// `made_request_id`: the id the gateway gave a request that came without one.
+pub(crate) fn upstream_metadata(
+    headers: &HeaderMap,
+    made_request_id: Option<&HeaderValue>,
+) -> Result<HeaderMap, EdgeError> {
     let mut out = HeaderMap::new();
+    if let Some(id) = made_request_id {
+        out.insert(X_REQUEST_ID, id.clone());
+    }
     for (name, value) in headers {
         let n = name.as_str();
         if matches!(

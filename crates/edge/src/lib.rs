@@ -91,6 +91,10 @@ pub struct EdgeConfig {
     /// `/healthz`, `/readyz` and `/metrics` are served on an admin listener of their own
     /// ([`serve_admin`]), not on the main one (default false).
     pub admin_listener: bool,
+    /// One INFO line per request (target `protogate::access`): peer, method, path, route,
+    /// formats, status, gRPC code, bytes, durations, request id, user agent, client id,
+    /// downgrade (default off).
+    pub access_log: bool,
     /// HTTP rules beside the schema's `google.api.http` annotations; a rule here replaces the
     /// annotations of the method it selects.
     pub http_rules: Vec<transcode::rest::HttpRule>,
@@ -122,6 +126,7 @@ impl Default for EdgeConfig {
             shutdown_grace: Duration::from_secs(30),
             drain_delay: Duration::ZERO,
             admin_listener: false,
+            access_log: false,
             http_rules: Vec::new(),
             unknown_query: transcode::rest::UnknownQuery::Reject,
             max_stream_bytes: 64 * 1024 * 1024,

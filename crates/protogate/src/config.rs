@@ -50,6 +50,7 @@ impl std::error::Error for ConfigError {}
 /// max_connections = 10000                    # the longest-idle one closed for a new one
 /// idle_timeout = "90s"                       # no request in flight: closed (h2: GOAWAY)
 /// drain_delay = "5s"                         # after SIGTERM: /readyz 503, still serving
+/// access_log = false                         # one INFO line per request
 /// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
 /// unknown_query_parameters = "reject"        # or "ignore"
 ///
@@ -99,6 +100,7 @@ pub struct FileConfig {
     pub max_connections: Option<usize>,
     pub idle_timeout: Option<String>,
     pub drain_delay: Option<String>,
+    pub access_log: Option<bool>,
     pub worker_threads: Option<usize>,
     pub unknown_query_parameters: Option<UnknownQueryConfig>,
     #[serde(default)]
@@ -364,6 +366,7 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         shutdown_grace: upstream_timeout,
         drain_delay: duration(None, file.drain_delay, "drain_delay", DRAIN_DELAY)?,
         admin_listener: admin_listen.is_some(),
+        access_log: file.access_log.unwrap_or(defaults.access_log),
         http_rules,
         unknown_query: file
             .unknown_query_parameters
@@ -537,6 +540,13 @@ mod tests {
                 |r| r.listen.to_string(),
                 "127.0.0.1:9000",
                 "localhost:9001",
+            ),
+            (
+                "admin_listen = \"127.0.0.1:9100\"",
+                &["--admin-listen", "127.0.0.1:9101"],
+                |r| format!("{:?}", r.admin_listen.as_ref().map(|l| l.to_string())),
+                "Some(\"127.0.0.1:9100\")",
+                "Some(\"127.0.0.1:9101\")",
             ),
             (
                 "upstream = \"http://a:1\"",

@@ -1041,3 +1041,73 @@ fn admin_listen_moves_the_admin_endpoints() {
     gw.sigterm();
     assert!(gw.wait_exit().success());
 }
+
+/// `access_log = true`: one JSON line per request with its fields, and never a header's
+/// secret.
+#[test]
+fn the_access_log_has_a_line_per_request() {
+    let shop = shop();
+    let scratch = Scratch::new("access");
+    let config = scratch.file("protogate.toml", "access_log = true\n");
+    let mut args = vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        &config,
+        "--log-format",
+        "json",
+    ];
+    let extra = shop_args(&shop);
+    args.extend(strs(&extra));
+    let mut gw = Proc::spawn(&args);
+    let addr = gw.addr();
+    let body = br#"{"id": "2"}"#;
+    let mut s = TcpStream::connect_timeout(&addr, DEADLINE).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let peer = s.local_addr().unwrap().to_string();
+    let head = format!(
+        "POST /demo.shop.v1.Shop/GetOrder HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         user-agent: okhttp/4.12.0\r\nx-client-id: mobile-app\r\nx-request-id: req-7\r\n\
+         authorization: Bearer s3cr3t\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let answer_body_len = answer.split("\r\n\r\n").nth(1).unwrap().len() as u64;
+    let line = gw.wait_for_line(r#""target":"protogate::access""#);
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["level"], "INFO", "{line}");
+    let f = &v; // the log format flattens the event's fields
+    assert_eq!(f["message"], "access", "{line}");
+    assert_eq!(f["http_method"], "POST", "{line}");
+    assert_eq!(f["path"], "/demo.shop.v1.Shop/GetOrder", "{line}");
+    assert_eq!(f["route"], "demo.shop.v1.Shop/GetOrder", "{line}");
+    assert_eq!(f["request_format"], "json", "{line}");
+    assert_eq!(f["response_format"], "json", "{line}");
+    assert_eq!(f["status"], 200, "{line}");
+    assert_eq!(f["grpc_code"], "OK", "{line}");
+    assert_eq!(f["bytes_in"], body.len() as u64, "{line}");
+    assert_eq!(f["bytes_out"], answer_body_len, "{line}");
+    assert!(f["duration_us"].as_u64().is_some(), "{line}");
+    assert!(
+        f["upstream_us"].as_u64().unwrap() <= f["duration_us"].as_u64().unwrap(),
+        "{line}"
+    );
+    assert_eq!(f["request_id"], "req-7", "{line}");
+    assert_eq!(f["user_agent"], "okhttp/4.12.0", "{line}");
+    assert_eq!(f["client_id"], "mobile-app", "{line}");
+    assert_eq!(f["downgrade"], "json_requested", "{line}");
+    assert_eq!(v["span"]["peer"], peer.as_str(), "{line}");
+    assert!(!line.contains("s3cr3t"), "{line}");
+    assert!(
+        !gw.log().iter().any(|l| l.contains("s3cr3t")),
+        "a secret in the log"
+    );
+    gw.sigterm();
+    assert!(gw.wait_exit().success());
+}

@@ -137,8 +137,13 @@ pub async fn serve_all(
         let (head_timeout, idle_timeout) = (config.header_read_timeout, config.idle_timeout);
         let conn = Arc::clone(&registered.conn);
         let edge = edge.clone();
-        // Every line a request logs names its peer (a disabled span costs a level check).
-        let span = tracing::debug_span!("connection", %peer);
+        // Every line a request logs names its peer: at INFO when the access log is on (its
+        // lines need it), else at DEBUG (a disabled span costs a level check).
+        let span = if config.access_log {
+            tracing::info_span!("connection", %peer)
+        } else {
+            tracing::debug_span!("connection", %peer)
+        };
         let request_span = span.clone();
         let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
             let active = conn.begin();

@@ -18,14 +18,15 @@ pub(super) struct UpstreamCall<'a> {
 
 impl Edge {
     /// call_upstream: runs `call` under `timeout`, records its latency, and maps its failure.
-    /// The returned [`UpstreamCall`] maps the failures of what follows (a stream's messages).
+    /// The returned [`UpstreamCall`] maps the failures of what follows (a stream's messages);
+    /// the latency comes back whatever the outcome (the access log's).
     pub(super) async fn call_upstream<'m, T>(
         &self,
         method: &'m Method,
         timeout: Option<Duration>,
         sent: Option<Bytes>,
         call: impl Future<Output = Result<T, tonic::Status>>,
-    ) -> Result<(T, UpstreamCall<'m>), EdgeError> {
+    ) -> (Result<(T, UpstreamCall<'m>), EdgeError>, Duration) {
         let this = UpstreamCall {
             method,
             started: Instant::now(),
@@ -36,17 +37,19 @@ impl Edge {
             Some(t) => tokio::time::timeout(t, call).await.ok(),
             None => Some(call.await),
         };
+        let latency = this.started.elapsed();
         self.metrics
             .upstream_duration
             .get_or_create(&MethodLabels {
                 method: MethodName(method.full_name.clone()),
             })
-            .observe(this.started.elapsed().as_secs_f64());
-        match answer {
+            .observe(latency.as_secs_f64());
+        let outcome = match answer {
             None => Err(EdgeError::DeadlineExceeded),
             Some(Ok(answer)) => Ok((answer, this)),
             Some(Err(status)) => Err(self.upstream_failure(&this, &status)),
-        }
+        };
+        (outcome, latency)
     }
 
     /// The client's error for a failure of `call` (its answer, or a message of its stream).

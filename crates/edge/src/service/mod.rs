@@ -63,6 +63,11 @@ pub struct Edge {
 /// One request's context: when it began, who asked, for which method, and its plan.
 struct RequestCtx<'a> {
     start: Instant,
+    head: &'a http::request::Parts,
+    /// The id the gateway gave a request that came without `x-request-id`.
+    made_request_id: Option<HeaderValue>,
+    /// Whether the outcome carries the access log's fields.
+    access_log: bool,
     method: Option<&'a Method>,
     /// What `negotiate` decided, once it has.
     plan: Option<Plan>,
@@ -71,6 +76,8 @@ struct RequestCtx<'a> {
     stream_end: Option<Arc<StreamEnd>>,
     /// The request's share of the limits (once admitted); the answer's body keeps it.
     ticket: Option<Ticket>,
+    /// How long the upstream took to answer (or fail), once it was called.
+    upstream_latency: Option<Duration>,
     /// The request in flight until the answer takes it (a streamed answer's body keeps it);
     /// a request dropped before its answer (its client left) is recorded from here as 499.
     finish: Option<Finish>,
@@ -206,22 +213,17 @@ impl Edge {
         if let Some(own) = self.own_endpoint(&req).await {
             return own;
         }
-        // The request's id: the client's, or one made here; sent upstream and answered with.
-        let mut req = req;
-        let request_id = match req.headers().get(X_REQUEST_ID) {
-            Some(id) => id.clone(),
-            None => {
-                let id = new_request_id();
-                req.headers_mut().insert(X_REQUEST_ID, id.clone());
-                id
-            }
-        };
         // Before the context, which borrows from it (and records when dropped).
         let (head, body) = req.into_parts();
         let headers = &head.headers;
         self.metrics.in_flight.inc();
+        // The request's id: the client's, or one made here; sent upstream and answered with.
+        let made_request_id = (!headers.contains_key(X_REQUEST_ID)).then(new_request_id);
         let mut ctx = RequestCtx {
             start: Instant::now(),
+            head: &head,
+            made_request_id,
+            access_log: self.config.access_log,
             method: None,
             plan: None,
             client: Client::new(
@@ -230,6 +232,7 @@ impl Edge {
             ),
             stream_end: None,
             ticket: None,
+            upstream_latency: None,
             finish: Some(Finish {
                 edge: Arc::clone(&self),
                 outcome: None,
@@ -252,13 +255,24 @@ impl Edge {
                 (response, err.code_and_status().0)
             }
         };
-        response.headers_mut().insert(X_REQUEST_ID, request_id);
+        if let Some(id) = ctx
+            .made_request_id
+            .clone()
+            .or_else(|| head.headers.get(X_REQUEST_ID).cloned())
+        {
+            response.headers_mut().insert(X_REQUEST_ID, id);
+        }
         let status = response.status();
+        let outcome = Outcome::of(&ctx, status, code);
         if let Some(ticket) = ctx.ticket.take() {
             response.body_mut().hold(ticket);
         }
         if let Some(mut finish) = ctx.finish.take() {
-            finish.outcome = Some(Outcome::of(&ctx, status, code));
+            let mut outcome = outcome;
+            if let Some(access) = &mut outcome.access {
+                access.bytes_out = response.body().size_hint().exact().unwrap_or(0);
+            }
+            finish.outcome = Some(outcome);
             if response.body().is_stream() {
                 // A stream is in flight, and its duration runs, until its last frame is sent.
                 response.body_mut().on_end(finish);

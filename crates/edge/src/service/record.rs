@@ -37,6 +37,34 @@ impl Edge {
             user_agent = &*o.user_agent,
             "request"
         );
+        if let Some(a) = &o.access {
+            // The downgrade, as far as the formats tell (an unknown-field drop is counted by
+            // protogate_downgrades_total and logged by the downgrade log).
+            let downgrade = match (o.response_format, o.fallback) {
+                ("json", true) => Reason::AcceptFallback.as_str(),
+                ("json", false) => Reason::JsonRequested.as_str(),
+                _ => "",
+            };
+            tracing::info!(
+                target: "protogate::access",
+                http_method = a.http_method.as_str(),
+                path = &*a.path,
+                route = o.method.as_deref().unwrap_or("-"),
+                request_format = o.request_format,
+                response_format = o.response_format,
+                status = o.status.as_u16(),
+                grpc_code = o.grpc_code.name(),
+                bytes_in = a.bytes_in,
+                bytes_out = a.bytes_out,
+                duration_us = elapsed.as_micros() as u64,
+                upstream_us = a.upstream.map(|d| d.as_micros() as u64),
+                request_id = a.request_id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("-"),
+                user_agent = &*o.user_agent,
+                client_id = a.client_id.as_deref().unwrap_or("-"),
+                downgrade,
+                "access"
+            );
+        }
     }
 }
 
@@ -60,6 +88,21 @@ pub(super) struct Outcome {
     pub(super) stream_end: Option<Arc<StreamEnd>>,
     pub(super) start: Instant,
     pub(super) user_agent: Arc<str>,
+    /// JSON because Accept named nothing we serve.
+    pub(super) fallback: bool,
+    /// What the access log adds, when it is on.
+    pub(super) access: Option<Box<Access>>,
+}
+
+/// An access log line's fields beyond the outcome's.
+pub(super) struct Access {
+    pub(super) http_method: http::Method,
+    pub(super) path: Box<str>,
+    pub(super) request_id: Option<HeaderValue>,
+    pub(super) client_id: Option<Arc<str>>,
+    pub(super) bytes_in: u64,
+    pub(super) bytes_out: u64,
+    pub(super) upstream: Option<Duration>,
 }
 
 impl Outcome {
@@ -67,7 +110,23 @@ impl Outcome {
         let (request_format, response_format) = ctx.plan.map_or(("unknown", "unknown"), |f| {
             (f.request.as_str(), f.response.as_str())
         });
+        let access = ctx.access_log.then(|| {
+            Box::new(Access {
+                http_method: ctx.head.method.clone(),
+                path: ctx.head.uri.path().into(),
+                request_id: ctx
+                    .made_request_id
+                    .clone()
+                    .or_else(|| ctx.head.headers.get(X_REQUEST_ID).cloned()),
+                client_id: ctx.client.client_id.clone(),
+                bytes_in: ctx.ticket.as_ref().map_or(0, |t| t.request_bytes() as u64),
+                bytes_out: 0,
+                upstream: ctx.upstream_latency,
+            })
+        });
         Outcome {
+            access,
+            fallback: ctx.plan.is_some_and(|p| p.fallback),
             method: ctx.method.map(|m| m.full_name.clone()),
             request_format,
             response_format,
@@ -94,10 +153,13 @@ impl BodyEnd for Finish {
     /// A streamed answer whose client left before its end is counted as 499 (the client
     /// closed the request), whatever status its headers carried; one that ended is counted
     /// under the gRPC code it ended with (a failure after the 200 headers is no success).
-    fn body_end(mut self: Box<Self>, complete: bool) {
+    fn body_end(mut self: Box<Self>, complete: bool, sent: u64) {
         let Some(outcome) = &mut self.outcome else {
             return;
         };
+        if let Some(access) = &mut outcome.access {
+            access.bytes_out = sent;
+        }
         if !complete {
             outcome.status = Code::Cancelled.http_status();
             outcome.grpc_code = Code::Cancelled;

@@ -92,11 +92,12 @@ impl Edge {
             &method.service,
             &method.path,
             futures_util::stream::iter([Some(message)]),
-            upstream_metadata(&head.headers)?,
+            upstream_metadata(&head.headers, ctx.made_request_id.as_ref())?,
             timeout,
         );
-        let ((metadata, mut upstream), call) =
-            self.call_upstream(method, timeout, sent, call).await?;
+        let (opened, latency) = self.call_upstream(method, timeout, sent, call).await;
+        ctx.upstream_latency = Some(latency);
+        let ((metadata, mut upstream), call) = opened?;
         // An error before the first message is an ordinary error response.
         let first = upstream
             .message()
@@ -131,7 +132,7 @@ impl Edge {
             &method.service,
             &method.path,
             requests,
-            upstream_metadata(&head.headers)?,
+            upstream_metadata(&head.headers, ctx.made_request_id.as_ref())?,
             plan.deadline,
         );
         let call = self.call_upstream(method, plan.deadline, None, call);
@@ -146,6 +147,8 @@ impl Edge {
                 }
             }
         };
+        let (answer, latency) = answer;
+        ctx.upstream_latency = Some(latency);
         let (answer, _) = answer?;
         let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
         response
@@ -182,7 +185,7 @@ impl Edge {
             &method.service,
             &method.path,
             requests,
-            upstream_metadata(&head.headers)?,
+            upstream_metadata(&head.headers, ctx.made_request_id.as_ref())?,
             plan.deadline,
         );
         let call = self.call_upstream(method, plan.deadline, None, call);
@@ -197,6 +200,8 @@ impl Edge {
                 },
             }
         };
+        let (opened, latency) = opened;
+        ctx.upstream_latency = Some(latency);
         let ((metadata, upstream), _) = opened?;
         let opened = Opened {
             metadata,

@@ -90,7 +90,7 @@ impl Edge {
             .await?;
 
         // call_upstream
-        let metadata = upstream_metadata(&head.headers)?;
+        let metadata = upstream_metadata(&head.headers, ctx.made_request_id.as_ref())?;
         // A pass-through body is kept (a reference count, no copy) to diagnose a failure;
         // bodies the gateway encoded itself are well-formed and need not be kept.
         let sent = (plan.request == Format::Protobuf).then(|| message.clone());
@@ -99,9 +99,9 @@ impl Edge {
         let call = self
             .upstreams
             .unary(&method.service, &method.path, message, metadata, timeout);
-        let (answer, _) = self
-            .call_upstream(method, Some(timeout), sent, call)
-            .await?;
+        let (answer, latency) = self.call_upstream(method, Some(timeout), sent, call).await;
+        ctx.upstream_latency = Some(latency);
+        let (answer, _) = answer?;
         let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
         response
             .headers_mut()
