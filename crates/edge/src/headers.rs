@@ -283,7 +283,7 @@ mod tests {
         h.insert("grpc-metadata-tenant", HeaderValue::from_static("acme"));
         h.insert("grpc-metadata-grpc-timeout", HeaderValue::from_static("1S"));
         h.insert("cookie", HeaderValue::from_static("secret"));
-        let md = upstream_metadata(&h).unwrap();
+        let md = upstream_metadata(&h, None).unwrap();
         assert_eq!(md.get("authorization").unwrap(), "Bearer x");
         assert_eq!(md.get("x-request-id").unwrap(), "r1");
         assert_eq!(md.get("tenant").unwrap(), "acme");
