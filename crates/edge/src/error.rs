@@ -250,6 +250,8 @@ pub enum SetupError {
     NoStatus,
     /// An HTTP rule takes the path of one of the gateway's own endpoints on its listener.
     PathTaken { path: &'static str, rule: String },
+    /// The CORS settings cannot work, and why.
+    Cors(String),
 }
 
 impl fmt::Display for SetupError {
@@ -266,6 +268,7 @@ impl fmt::Display for SetupError {
                 f,
                 "the HTTP rule {rule} takes {path}, which the gateway answers itself on the same listener (set admin_listen to move /healthz, /readyz and /metrics off the main listener)"
             ),
+            SetupError::Cors(why) => f.write_str(why),
             SetupError::NoStatus => f.write_str(
                 "the schema lacks google.rpc.Status and the bundled copy could not be added",
             ),

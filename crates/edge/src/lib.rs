@@ -14,10 +14,12 @@
 //! - [`metrics`]: Prometheus metrics.
 //! - [`error`]: edge errors and their mapping to HTTP status and google.rpc.Status.
 //! - `admission`: the request, upstream and byte limits requests are admitted under.
+//! - [`cors`]: CORS preflights and headers.
 //! - `body`: body reading with the size limit enforced while reading.
 
 mod admission;
 mod body;
+pub mod cors;
 pub mod downgrade;
 pub mod error;
 mod headers;
@@ -95,6 +97,8 @@ pub struct EdgeConfig {
     /// formats, status, gRPC code, bytes, durations, request id, user agent, client id,
     /// downgrade (default off).
     pub access_log: bool,
+    /// CORS for browsers on other origins (default: none, no CORS headers).
+    pub cors: Option<cors::CorsConfig>,
     /// HTTP rules beside the schema's `google.api.http` annotations; a rule here replaces the
     /// annotations of the method it selects.
     pub http_rules: Vec<transcode::rest::HttpRule>,
@@ -127,6 +131,7 @@ impl Default for EdgeConfig {
             drain_delay: Duration::ZERO,
             admin_listener: false,
             access_log: false,
+            cors: None,
             http_rules: Vec::new(),
             unknown_query: transcode::rest::UnknownQuery::Reject,
             max_stream_bytes: 64 * 1024 * 1024,

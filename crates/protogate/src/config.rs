@@ -51,6 +51,13 @@ impl std::error::Error for ConfigError {}
 /// idle_timeout = "90s"                       # no request in flight: closed (h2: GOAWAY)
 /// drain_delay = "5s"                         # after SIGTERM: /readyz 503, still serving
 /// access_log = false                         # one INFO line per request
+///
+/// [cors]                                     # absent: no CORS headers
+/// allow_origins = ["https://app.example.com", "https://*.example.com"]
+/// allow_headers = ["content-type", "authorization"]   # default: the usual request headers
+/// expose_headers = ["x-served-by"]           # besides grpc-status/-message, x-request-id
+/// allow_credentials = false                  #   and the answer's grpc-metadata-* headers
+/// max_age = "10m"
 /// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
 /// unknown_query_parameters = "reject"        # or "ignore"
 ///
@@ -101,12 +108,26 @@ pub struct FileConfig {
     pub idle_timeout: Option<String>,
     pub drain_delay: Option<String>,
     pub access_log: Option<bool>,
+    pub cors: Option<CorsFileConfig>,
     pub worker_threads: Option<usize>,
     pub unknown_query_parameters: Option<UnknownQueryConfig>,
     #[serde(default)]
     pub services: BTreeMap<String, ServiceConfig>,
     #[serde(default)]
     pub http_rules: Vec<HttpRuleConfig>,
+}
+
+/// `[cors]`: CORS for browsers on other origins.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorsFileConfig {
+    pub allow_origins: Vec<String>,
+    pub allow_headers: Option<Vec<String>>,
+    #[serde(default)]
+    pub expose_headers: Vec<String>,
+    #[serde(default)]
+    pub allow_credentials: bool,
+    pub max_age: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -367,6 +388,22 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         drain_delay: duration(None, file.drain_delay, "drain_delay", DRAIN_DELAY)?,
         admin_listener: admin_listen.is_some(),
         access_log: file.access_log.unwrap_or(defaults.access_log),
+        cors: file
+            .cors
+            .map(|c| -> Result<edge::cors::CorsConfig, ConfigError> {
+                let defaults = edge::cors::CorsConfig::default();
+                Ok(edge::cors::CorsConfig {
+                    allow_origins: c.allow_origins,
+                    allow_headers: c.allow_headers.unwrap_or(defaults.allow_headers),
+                    expose_headers: c.expose_headers,
+                    allow_credentials: c.allow_credentials,
+                    max_age: c
+                        .max_age
+                        .map(|age| duration(None, Some(age), "cors.max_age", Duration::ZERO))
+                        .transpose()?,
+                })
+            })
+            .transpose()?,
         http_rules,
         unknown_query: file
             .unknown_query_parameters

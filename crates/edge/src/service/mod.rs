@@ -55,6 +55,8 @@ pub struct Edge {
     unknown_method: std::sync::Arc<str>,
     /// `GET /openapi.json`: the OpenAPI document of the schema and the routes, built once.
     openapi: Bytes,
+    /// CORS, when configured.
+    cors: Option<crate::cors::Cors>,
     /// Set when the shutdown begins: `/readyz` answers 503 and HTTP/1.1 answers close their
     /// connection.
     draining: std::sync::atomic::AtomicBool,
@@ -151,6 +153,12 @@ impl Edge {
             };
             return Err(SetupError::PathTaken { path, rule });
         }
+        let cors = config
+            .cors
+            .clone()
+            .map(crate::cors::Cors::new)
+            .transpose()
+            .map_err(SetupError::Cors)?;
         let metrics = Metrics::new();
         let admission = Arc::new(Admission::new(
             config.max_concurrent_requests,
@@ -170,6 +178,7 @@ impl Edge {
             unknown_method: "unknown".into(),
             openapi,
             draining: std::sync::atomic::AtomicBool::new(false),
+            cors,
         })
     }
 
@@ -213,6 +222,9 @@ impl Edge {
         if let Some(own) = self.own_endpoint(&req).await {
             return own;
         }
+        if let Some(preflight) = self.preflight(&req) {
+            return preflight;
+        }
         // Before the context, which borrows from it (and records when dropped).
         let (head, body) = req.into_parts();
         let headers = &head.headers;
@@ -255,6 +267,11 @@ impl Edge {
                 (response, err.code_and_status().0)
             }
         };
+        if let Some(cors) = &self.cors
+            && let Some(origin) = cors.allowed_origin(&head.headers)
+        {
+            cors.answer(origin, response.headers_mut());
+        }
         if let Some(id) = ctx
             .made_request_id
             .clone()
@@ -324,6 +341,39 @@ impl Edge {
             }
             StreamingKind::Bidirectional => self.bidi_stream(ctx, head, target, plan, body).await,
         }
+    }
+
+    /// A CORS preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`) for a
+    /// path that has a route, when CORS is configured: 204 naming what the path's routes
+    /// accept for an allowed origin, 403 for another; `None` for anything else.
+    fn preflight<B>(&self, req: &Request<B>) -> Option<Response<ResponseBody>> {
+        let cors = self.cors.as_ref()?;
+        let headers = req.headers();
+        if req.method() != http::Method::OPTIONS
+            || !headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+            || !headers.contains_key(header::ORIGIN)
+        {
+            return None;
+        }
+        let methods = match self
+            .routes
+            .resolve(&self.schema, "OPTIONS", req.uri().path())
+        {
+            Resolution::PathNotAllowed(allow) => allow.join(", "),
+            Resolution::MethodNotAllowed(_) => "POST".to_owned(),
+            Resolution::Found(_) | Resolution::NotFound => return None,
+        };
+        let Some(origin) = cors.allowed_origin(headers) else {
+            return Some(plain(
+                StatusCode::FORBIDDEN,
+                "text/plain; charset=utf-8",
+                Bytes::from_static(b"CORS: this origin is not allowed\n"),
+            ));
+        };
+        let mut response = plain(StatusCode::NO_CONTENT, "text/plain", Bytes::new());
+        response.headers_mut().remove(header::CONTENT_TYPE);
+        cors.preflight(origin, &methods, response.headers_mut());
+        Some(response)
     }
 
     /// route: the method a request addresses, by the one precedence
