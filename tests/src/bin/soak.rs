@@ -95,6 +95,10 @@ const RSS_GROWTH: f64 = 0.10;
 /// How many failures are printed as they happen (all go to failures.log).
 const PRINTED_FAILURES: usize = 30;
 
+/// Set when the driver is stopped by a signal: the clients stop, and what they see while the
+/// processes are taken down is not counted.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -1414,6 +1418,9 @@ impl Shared {
     }
 
     fn record(&self, call: &Call, outcome: &Outcome, began: Instant) {
+        if STOPPING.load(Ordering::SeqCst) {
+            return;
+        }
         if let Outcome::Wrong(why) | Outcome::Failed(why) = outcome {
             let what = if matches!(outcome, Outcome::Wrong(_)) {
                 "WRONG ANSWER"
@@ -1477,7 +1484,10 @@ async fn worker(
 ) {
     let http = client(h2);
     let mut seq = 0u64;
-    while Instant::now() < until && !shared.abort.load(Ordering::SeqCst) {
+    while Instant::now() < until
+        && !shared.abort.load(Ordering::SeqCst)
+        && !STOPPING.load(Ordering::SeqCst)
+    {
         seq += 1;
         let tag = format!("p{phase}c{id}n{seq}");
         let call = match pick(&mut rng, &shared.schema, tag, h2) {
@@ -2324,7 +2334,10 @@ fn driver_main() -> ExitCode {
         };
         let result = tokio::select! {
             r = soak(&s, &mut procs) => Ok(r),
-            signal = interrupted => Err(signal),
+            signal = interrupted => {
+                STOPPING.store(true, Ordering::SeqCst);
+                Err(signal)
+            }
         };
         procs.cleanup().await;
         match result {
