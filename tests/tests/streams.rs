@@ -963,3 +963,69 @@ async fn a_message_that_does_not_render_ends_the_stream_cleanly_in_every_framing
     assert_eq!(events[1].0, "error");
     assert_eq!(events[1].1["code"], 13, "{events:?}");
 }
+
+/// A stream's end sends no empty DATA frame (the soak found one after every stream whose end
+/// came after its last message was sent; h2 clients tear down a connection after 100 of
+/// them): 120 such streams in a row on one HTTP/2 connection all end well.
+#[tokio::test]
+async fn many_streams_on_one_connection_send_no_empty_frames() {
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
+    let http = Http::h2();
+    for i in 0..120 {
+        // One book, then the upstream holds the stream open until released: its end comes
+        // after the book has been sent on.
+        let req = Request::get(format!(
+            "http://{}/v1/shelves/1/books:watch?count=1",
+            s.gw.addr
+        ))
+        .header("accept", "application/x-ndjson")
+        .header("grpc-metadata-x-test-stream", "hold")
+        .body(Full::<Bytes>::default())
+        .unwrap();
+        let response = http.open(req).await;
+        assert_eq!(response.status(), 200, "stream {i}");
+        let mut body = response.into_body();
+        let first = within("the book", PATIENCE, body.frame())
+            .await
+            .expect("a frame")
+            .expect("no error");
+        assert!(first.is_data(), "stream {i}");
+        s.stats.release.notify_one();
+        let rest = within("the end", PATIENCE, body.collect())
+            .await
+            .unwrap_or_else(|e| panic!("stream {i}: {e}"));
+        let trailers = rest.trailers().cloned().expect("trailers");
+        assert_eq!(trailers.get("grpc-status").unwrap(), "0", "stream {i}");
+    }
+}
+
+/// Over HTTP/1.1 a stream's status goes in trailers when the client takes them (`TE:
+/// trailers`; the answer declares them in `Trailer`, without which hyper drops them).
+#[tokio::test]
+async fn http1_streams_send_their_status_in_trailers_to_a_client_that_takes_them() {
+    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
+    let a = Http::h1()
+        .request(
+            "GET",
+            s.gw.addr,
+            "/v1/shelves/1/books:watch?count=2",
+            &[("accept", "application/x-ndjson"), ("te", "trailers")],
+            "",
+        )
+        .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.header("trailer"), Some("grpc-status, grpc-message"));
+    let trailers = a.trailers.expect("trailers over HTTP/1.1");
+    assert_eq!(trailers.get("grpc-status").unwrap(), "0");
+    // Without TE: trailers, no Trailer header (and no trailers).
+    let a = Http::h1()
+        .request(
+            "GET",
+            s.gw.addr,
+            "/v1/shelves/1/books:watch?count=2",
+            &[("accept", "application/x-ndjson")],
+            "",
+        )
+        .await;
+    assert_eq!(a.header("trailer"), None);
+}

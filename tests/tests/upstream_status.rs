@@ -229,3 +229,78 @@ async fn an_upstream_answer_that_does_not_render_is_the_upstreams_problem() {
     let a = ask(gw.addr, ECHO, "application/x-protobuf").await;
     assert_eq!(a.status, 200);
 }
+
+/// A raw HTTP/2 upstream on 127.0.0.1:0 that takes each connection's first call, sends the
+/// answer's head and `messages` Thing messages, and then dies: GOAWAY with INTERNAL_ERROR and
+/// the connection closed (the soak's upstream killed under a call).
+async fn dying_upstream(messages: usize) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                let Some(Ok((_, mut respond))) = conn.accept().await else {
+                    return;
+                };
+                if messages > 0 {
+                    let mut head = Response::new(());
+                    head.headers_mut()
+                        .insert("content-type", HeaderValue::from_static("application/grpc"));
+                    if let Ok(mut send) = respond.send_response(head, false) {
+                        for _ in 0..messages {
+                            // Thing { name: "a" }
+                            let framed = vec![0, 0, 0, 0, 3, 0x12, 0x01, b'a'];
+                            let _ = send.send_data(framed.into(), false);
+                        }
+                    }
+                }
+                // The messages out first: a PING answered after them (the connection is
+                // driven meanwhile) means they were written.
+                if let Some(mut ping_pong) = conn.ping_pong() {
+                    tokio::select! {
+                        _ = ping_pong.ping(h2::Ping::opaque()) => {}
+                        _ = async { while let Some(Ok(_)) = conn.accept().await {} } => {}
+                    }
+                }
+                conn.abrupt_shutdown(h2::Reason::INTERNAL_ERROR);
+                let _ = std::future::poll_fn(|cx| conn.poll_closed(cx)).await;
+            });
+        }
+    });
+    addr
+}
+
+/// An upstream that dies under a stream is the gateway's failure to get an answer: 503 / 14
+/// before the first message, a status record with 14 after it — never tonic's UNKNOWN
+/// "transport error" (500) or INTERNAL "h2 protocol error" (found by the soak).
+#[tokio::test]
+async fn an_upstream_that_dies_under_a_stream_is_unavailable() {
+    let upstream = dying_upstream(0).await;
+    let (gw, _) = start_gateway(&format!("http://{upstream}"), Default::default()).await;
+    let a = ask(gw.addr, WATCH, "application/x-ndjson").await;
+    assert_eq!(a.status, 503, "{:?}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.json()["code"], 14, "{:?}", a.json());
+
+    let upstream = dying_upstream(1).await;
+    let (gw, _) = start_gateway(&format!("http://{upstream}"), Default::default()).await;
+    let a = ask(gw.addr, WATCH, "application/x-ndjson").await;
+    assert_eq!(a.status, 200);
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&a.body)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let last = lines.last().unwrap();
+    assert_eq!(
+        last["@error"]["code"],
+        14,
+        "the status record: {:?}",
+        String::from_utf8_lossy(&a.body)
+    );
+    assert_eq!(
+        a.trailers.as_ref().and_then(|t| t.get("grpc-status")),
+        Some(&HeaderValue::from_static("14"))
+    );
+}

@@ -100,6 +100,12 @@ fn upstream_error(code: Code, status: &tonic::Status) -> EdgeError {
         // Its message names the upstream and what went wrong.
         return EdgeError::Unavailable(status.message().to_owned());
     }
+    // tonic words a lost connection as UNKNOWN "transport error", INTERNAL "h2 protocol
+    // error" or CANCELLED "operation was canceled" (a call on a connection going away): the
+    // upstream said none of it; the call could not get an answer.
+    if crate::upstream::lost_connection(status) {
+        return EdgeError::Unavailable(format!("upstream connection lost: {}", status.message()));
+    }
     let details = (!status.details().is_empty()).then(|| Bytes::copy_from_slice(status.details()));
     EdgeError::Upstream(Box::new(crate::error::UpstreamError {
         code,

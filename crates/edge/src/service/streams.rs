@@ -301,15 +301,22 @@ impl Edge {
             trailers: None,
         };
         let frames = futures_util::stream::unfold(state, |mut st| async move {
-            if let Some(trailers) = st.trailers.take() {
-                return Some((Frame::trailers(trailers), st));
+            loop {
+                if let Some(trailers) = st.trailers.take() {
+                    return Some((Frame::trailers(trailers), st));
+                }
+                if st.done {
+                    return None;
+                }
+                let mut out = Vec::new();
+                st.step(&mut out).await;
+                // No empty DATA frame (a step that only ended the stream): it says nothing,
+                // and h2 clients count them against the connection (h2 ≥ 0.4.16 tears one
+                // down after 100 with ENHANCE_YOUR_CALM).
+                if !out.is_empty() {
+                    return Some((Frame::data(Bytes::from(out)), st));
+                }
             }
-            if st.done {
-                return None;
-            }
-            let mut out = Vec::new();
-            st.step(&mut out).await;
-            Some((Frame::data(Bytes::from(out)), st))
         });
         let mut response = Response::new(ResponseBody::stream(frames));
         let headers = response.headers_mut();
@@ -317,6 +324,21 @@ impl Edge {
         headers.insert(header::VARY, HeaderValue::from_static("Accept"));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        // HTTP/1.1 sends trailers only when the answer declares them (hyper drops the rest),
+        // and only to a client that said it takes them.
+        if ctx.head.version < http::Version::HTTP_2
+            && ctx
+                .head
+                .headers
+                .get_all(header::TE)
+                .iter()
+                .any(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"))
+        {
+            headers.insert(
+                header::TRAILER,
+                HeaderValue::from_static("grpc-status, grpc-message"),
+            );
+        }
         headers.extend(metadata_headers(metadata));
         Ok(response)
     }

@@ -106,7 +106,9 @@ impl Route {
     /// error") with this upstream named, as the unary client words it; the upstream's status
     /// as it is.
     fn name_in(&self, status: Status) -> Status {
-        if status.code() == tonic::Code::Unavailable && made_by_gateway(&status) {
+        if (status.code() == tonic::Code::Unavailable && made_by_gateway(&status))
+            || lost_connection(&status)
+        {
             unreached(format!("upstream {}: {}", self.uri, status.message()))
         } else {
             status
@@ -360,6 +362,27 @@ fn unreached(message: impl Into<String>) -> Status {
 /// source of its own. A status the upstream sent (read from `grpc-status`) has no source.
 pub(crate) fn made_by_gateway(status: &Status) -> bool {
     std::error::Error::source(status).is_some()
+}
+
+/// True when tonic made `status` from a failure of the connection under the call (an I/O
+/// error, a GOAWAY, a connection closed or being closed), whatever code it gave it: gRPC calls
+/// that UNAVAILABLE. A stream the upstream reset on purpose (RST_STREAM) keeps tonic's code
+/// (gRPC's mapping of the reason), and a status the upstream sent has no source at all.
+pub(crate) fn lost_connection(status: &Status) -> bool {
+    if status.code() == tonic::Code::Ok || !made_by_gateway(status) {
+        return false;
+    }
+    let mut cause = std::error::Error::source(status);
+    while let Some(err) = cause {
+        if let Some(h2) = err.downcast_ref::<h2::Error>() {
+            return !(h2.is_reset() && h2.is_remote());
+        }
+        if err.is::<Unreached>() {
+            return false;
+        }
+        cause = err.source();
+    }
+    true
 }
 
 /// Where to connect for `authority`: the host without IPv6 brackets, the port (80 when none).
