@@ -5,8 +5,9 @@ CARGO ?= cargo
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 ORACLE_REQ := tests/oracle/requirements.txt
+DEPLOY_REQ := tests/deploy/requirements.txt
 
-.PHONY: demo test build lint bench bench-e2e bench-burst soak oracle-env grpcgw clean
+.PHONY: demo test build lint bench bench-e2e bench-burst soak oracle-env grpcgw deploy-env deploy-check clean
 
 demo:
 	$(CARGO) run --release -p protogate -- demo
@@ -22,6 +23,14 @@ $(VENV)/.installed: $(ORACLE_REQ)
 
 oracle-env: $(VENV)/.installed
 
+# make deploy-check's Python tools (kubernetes-validate with its bundled schemas, yamllint,
+# hadolint), in the same venv.
+$(VENV)/.deploy-installed: $(DEPLOY_REQ) $(VENV)/.installed
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r $(DEPLOY_REQ)
+	touch $@
+
+deploy-env: $(VENV)/.deploy-installed
+
 # grpc-gateway (Debian's 1.6.4, offline) for the library test service: the differential test's peer.
 grpcgw:
 	tests/grpcgw/build.sh
@@ -29,9 +38,17 @@ grpcgw:
 test: oracle-env grpcgw
 	PROTOGATE_REQUIRE_ORACLES=1 PROTOGATE_ORACLE_PYTHON=$(abspath $(PYTHON)) $(CARGO) test --workspace
 	$(CARGO) build -p protogate
+	PROTOGATE_REQUIRE_ORACLES=1 $(MAKE) deploy-check
 	tests/demo.sh target/debug/protogate
 	tests/readme.sh
 	$(MAKE) fuzz-smoke
+
+# deploy/ (the container, Kubernetes, systemd, the Grafana dashboard, the alerts) checked
+# offline in a few seconds, against the debug gateway's own /metrics: tests/deploy/check.py.
+# promtool and systemd-analyze come from Debian's prometheus and systemd packages (.ci/run).
+deploy-check: deploy-env
+	$(CARGO) build -p protogate
+	$(PYTHON) tests/deploy/check.py target/debug/protogate
 
 lint:
 	$(CARGO) fmt --all -- --check
