@@ -85,6 +85,7 @@ pub(crate) fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime>
 /// Installs the SIGINT and SIGTERM handlers now (so a signal that arrives right after the
 /// "listening" line is not missed) and returns a future that resolves on either: the gateway
 /// then drains and stops. A second signal while it does ends the process at once (exit 1).
+/// SIGHUP is logged and ignored.
 /// Must be called inside the runtime.
 pub(crate) fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
     #[cfg(unix)]
@@ -94,6 +95,14 @@ pub(crate) fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
             signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
         let mut terminate =
             signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        // SIGHUP (systemd's ExecReload, `kill -HUP`) must not end the gateway, as its default
+        // action would: reloading comes with the live-schema work; until then it is logged.
+        let mut hangup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                tracing::warn!("SIGHUP received: reloading is not supported yet; ignored");
+            }
+        });
         Ok(async move {
             tokio::select! {
                 _ = interrupt.recv() => tracing::info!("SIGINT received"),

@@ -112,8 +112,12 @@ impl Proc {
     }
 
     fn sigterm(&self) {
+        self.signal("-TERM");
+    }
+
+    fn signal(&self, which: &str) {
         let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+            .args([which, &self.child.id().to_string()])
             .status()
             .expect("kill runs");
         assert!(status.success());
@@ -270,6 +274,23 @@ fn get_order(addr: SocketAddr) -> String {
         "application/json",
         br#"{"id": "2"}"#,
     )
+}
+
+/// SIGHUP (systemd's ExecReload) does not end the gateway: it is logged and ignored until
+/// reloading exists.
+#[test]
+fn sighup_is_logged_and_ignored() {
+    let shop = shop();
+    let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+    let extra = shop_args(&shop);
+    args.extend(strs(&extra));
+    let mut gw = Proc::spawn(&args);
+    let addr = gw.addr();
+    gw.signal("-HUP");
+    gw.wait_for_line("SIGHUP received");
+    assert!(get_order(addr).starts_with("HTTP/1.1 200"));
+    gw.sigterm();
+    assert!(gw.wait_exit().success());
 }
 
 #[test]
