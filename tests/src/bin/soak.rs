@@ -34,8 +34,10 @@
 //! `protogate_requests_in_flight` 0, the fd count steady) after the warm-up (`SOAK_WARMUP` s,
 //! the load paused for it) and after the load. The run fails on a wrong answer, a failure other
 //! than those above, RSS at the end above 110 % of the warm-up's, more fds at the end than after
-//! the warm-up plus [`FD_ALLOWANCE`], an HTTP/1.1 stream without its trailers, a gateway that
-//! dies, logs a panic or does not stop cleanly on SIGTERM. The summary (Markdown) is printed and written to `target/soak/summary.md`, beside
+//! the warm-up plus [`FD_ALLOWANCE`], an HTTP/1.1 stream without its trailers, a 503 (or a
+//! stream's 14) with no upstream kill or GOAWAY near it ([`FAULT_WINDOW`]: a call the upstream
+//! never answered wants 504), a gateway that dies, logs a panic or does not stop cleanly on
+//! SIGTERM. The summary (Markdown) is printed and written to `target/soak/summary.md`, beside
 //! the gateway's log, the upstream's log and every failure (`failures.log`).
 //!
 //! Environment: `SOAK_SECS` (1200), `SOAK_WARMUP` and `SOAK_KILL_EVERY` (60 each, a quarter of
@@ -92,6 +94,11 @@ const CLIENT_DEADLINE: Duration = Duration::from_secs(30);
 const FD_ALLOWANCE: usize = 2;
 /// RSS at the end may be at most this much above RSS after the warm-up.
 const RSS_GROWTH: f64 = 0.10;
+/// A 503 (or a stream's code 14) must come with an upstream fault: a kill or GOAWAY during the
+/// call or at most this long before it (a drained connection lives until its hung calls time
+/// out, 2 s). Otherwise it is counted as unexplained: a call the upstream never answered wants
+/// 504, one it answered 200.
+const FAULT_WINDOW: Duration = Duration::from_secs(3);
 /// How many failures are printed as they happen (all go to failures.log).
 const PRINTED_FAILURES: usize = 30;
 
@@ -812,12 +819,12 @@ fn build(rng: &mut Rng, schema: &Schema, tag: String, shape: Shape) -> Result<Ca
 enum Outcome {
     /// 200, and the body is what the request must produce.
     Ok,
-    /// 503 with a Status of code 14.
-    Unavailable,
+    /// 503 with a Status of code 14 (its message).
+    Unavailable(String),
     /// 504 with a Status of code 4.
     Deadline,
-    /// 200, the messages so far right, then a status record of code 14.
-    StreamUnavailable,
+    /// 200, the messages so far right, then a status record of code 14 (its message).
+    StreamUnavailable(String),
     /// 200, the messages so far right, then a status record of code 4.
     StreamDeadline,
     /// A 200 whose body is not what the request must produce.
@@ -881,7 +888,7 @@ fn check_error(
     headers: &HeaderMap,
     body: &[u8],
     want: i64,
-) -> Result<(), String> {
+) -> Result<String, String> {
     let ct = header(headers, "content-type");
     if !ct.starts_with(call.resp.media()) {
         return Err(format!(
@@ -903,7 +910,7 @@ fn check_error(
             header(headers, "grpc-status")
         ));
     }
-    Ok(())
+    Ok(message)
 }
 
 /// A unary-shaped answer (Echo, ImportBooks) decoded as `message` from the response format.
@@ -1137,7 +1144,7 @@ fn check_stream(
         ));
     }
     match code {
-        14 => Outcome::StreamUnavailable,
+        14 => Outcome::StreamUnavailable(message),
         4 => Outcome::StreamDeadline,
         _ => Outcome::Failed(format!(
             "stream ended after {n} messages with code {code}: {message:?}"
@@ -1209,11 +1216,11 @@ fn judge(
             Expect::Books(books) => check_stream(shared, call, headers, body, trailers, books),
         },
         503 => match check_error(schema, call, status, headers, body, 14) {
-            Ok(()) => Outcome::Unavailable,
+            Ok(message) => Outcome::Unavailable(message),
             Err(e) => Outcome::Failed(e),
         },
         504 => match check_error(schema, call, status, headers, body, 4) {
-            Ok(()) => Outcome::Deadline,
+            Ok(_) => Outcome::Deadline,
             Err(e) => Outcome::Failed(e),
         },
         _ => Outcome::Failed(format!(
@@ -1304,9 +1311,9 @@ impl Tally {
         self.calls += 1;
         match o {
             Outcome::Ok => self.ok += 1,
-            Outcome::Unavailable => self.unavailable += 1,
+            Outcome::Unavailable(_) => self.unavailable += 1,
             Outcome::Deadline => self.deadline += 1,
-            Outcome::StreamUnavailable => self.stream_unavailable += 1,
+            Outcome::StreamUnavailable(_) => self.stream_unavailable += 1,
             Outcome::StreamDeadline => self.stream_deadline += 1,
             Outcome::Wrong(_) => self.wrong += 1,
             Outcome::Failed(_) => self.failed += 1,
@@ -1337,6 +1344,10 @@ struct Stats {
     by_format: BTreeMap<String, Tally>,
     hung: Tally,
     answered: Tally,
+    /// 503s (and streams' 14s) with no upstream fault near them, of calls the upstream hung
+    /// and of calls it answered.
+    unexplained_hung: u64,
+    unexplained_answered: u64,
     /// Failures of the driver or the set-up (not of a call).
     errors: Vec<String>,
 }
@@ -1417,16 +1428,35 @@ impl Shared {
         }
     }
 
+    /// Whether a fault happened during the call that began at `began`, or just before it.
+    fn fault_near(&self, began: Instant) -> bool {
+        let from = began.checked_sub(FAULT_WINDOW).unwrap_or(began);
+        self.events
+            .lock()
+            .is_ok_and(|e| e.iter().any(|(t, _)| *t >= from))
+    }
+
     fn record(&self, call: &Call, outcome: &Outcome, began: Instant) {
         if STOPPING.load(Ordering::SeqCst) {
             return;
         }
-        if let Outcome::Wrong(why) | Outcome::Failed(why) = outcome {
-            let what = if matches!(outcome, Outcome::Wrong(_)) {
-                "WRONG ANSWER"
-            } else {
-                "FAILURE"
-            };
+        let unexplained = matches!(
+            outcome,
+            Outcome::Unavailable(_) | Outcome::StreamUnavailable(_)
+        ) && !self.fault_near(began);
+        let note = match outcome {
+            Outcome::Wrong(why) => Some(("WRONG ANSWER", why.clone())),
+            Outcome::Failed(why) => Some(("FAILURE", why.clone())),
+            Outcome::Unavailable(m) | Outcome::StreamUnavailable(m) if unexplained => Some((
+                "UNEXPLAINED 503",
+                format!(
+                    "code 14 ({m:?}) with no upstream kill or GOAWAY during the call or {} s before it",
+                    FAULT_WINDOW.as_secs()
+                ),
+            )),
+            _ => None,
+        };
+        if let Some((what, why)) = note {
             let line = format!(
                 "{what}: {}: {why} [call {}–{}; {}]",
                 call.describe(),
@@ -1445,6 +1475,13 @@ impl Shared {
             return;
         };
         s.total.add(outcome);
+        if unexplained {
+            if call.hang {
+                s.unexplained_hung += 1;
+            } else {
+                s.unexplained_answered += 1;
+            }
+        }
         s.by_kind
             .entry((call.kind, call.protocol()))
             .or_default()
@@ -2284,6 +2321,15 @@ fn summary(s: &Settings, shared: &Shared, r: &Report) -> (String, bool) {
             ),
         ),
         (
+            stats.unexplained_hung + stats.unexplained_answered == 0,
+            format!(
+                "every 503 (or stream code 14) came with an upstream kill or GOAWAY during the call or {} s before: {} without ({} of calls the upstream hung, which want 504)",
+                FAULT_WINDOW.as_secs(),
+                stats.unexplained_hung + stats.unexplained_answered,
+                stats.unexplained_hung
+            ),
+        ),
+        (
             no_trailers == 0,
             format!(
                 "HTTP/1.1 stream answers carry the grpc-status trailer they asked for (TE: trailers, as README.md says): {no_trailers} without"
@@ -2465,7 +2511,7 @@ mod tests {
                 &status(&s, f, 14, "down"),
                 None,
             );
-            assert!(matches!(o, Outcome::Unavailable), "{o:?}");
+            assert!(matches!(o, Outcome::Unavailable(_)), "{o:?}");
             let o = judge(
                 &s,
                 &c,
@@ -2522,6 +2568,20 @@ mod tests {
     }
 
     #[test]
+    fn a_503_wants_a_fault_near_it() {
+        let s = shared();
+        let c = call(&s, Kind::Unary, true, Fmt::Json, Fmt::Json);
+        let began = Instant::now();
+        s.record(&c, &Outcome::Unavailable("lost".into()), began);
+        s.event("kill 1".into());
+        s.record(&c, &Outcome::Unavailable("lost".into()), began);
+        s.record(&c, &Outcome::StreamUnavailable("lost".into()), began);
+        let stats = s.stats.lock().expect("stats");
+        assert_eq!(stats.unexplained_answered, 1);
+        assert_eq!(stats.total.unavailable, 2);
+    }
+
+    #[test]
     fn a_stream_is_checked_message_by_message_and_by_its_end() {
         let s = shared();
         for framing in [
@@ -2575,7 +2635,7 @@ mod tests {
                 let what = format!("{framing:?} h2 {h2}");
                 assert!(matches!(judge(&body(all, None), 0), Outcome::Ok), "{what}");
                 assert!(
-                    matches!(judge(&body(1, Some(14)), 14), Outcome::StreamUnavailable),
+                    matches!(judge(&body(1, Some(14)), 14), Outcome::StreamUnavailable(_)),
                     "{what}"
                 );
                 assert!(
