@@ -21,9 +21,12 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let resolved = config::resolve(args, file)?;
     logging::init(resolved.log_format);
-    // Validated before any port opens: a broken schema names its file and line.
-    let schema = schema_files::load(&resolved.schema)?;
     runtime(resolved.worker_threads)?.block_on(async move {
+        // The signals first: a SIGHUP (systemd's ExecReload) while the schema loads must not
+        // end the process, and a SIGTERM then is a shutdown like any other.
+        let shutdown = shutdown_signal()?;
+        // Validated before any port opens: a broken schema names its file and line.
+        let schema = schema_files::load(&resolved.schema)?;
         let upstreams = edge::Upstreams::new(
             resolved.default_upstream.as_deref(),
             &resolved.service_upstreams,
@@ -38,7 +41,6 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             Some(admin) => admin.bind()?,
             None => Vec::new(),
         };
-        let shutdown = shutdown_signal()?;
         for listener in &listeners {
             let addr = listener.local_addr()?;
             tracing::info!(%addr, methods, upstream = resolved.default_upstream.as_deref().unwrap_or("-"), "listening on http://{addr}");
