@@ -304,3 +304,48 @@ async fn an_upstream_that_dies_under_a_stream_is_unavailable() {
         Some(&HeaderValue::from_static("14"))
     );
 }
+
+/// A stream the upstream never answers, past the client's deadline: 504 / 4 — tonic's own
+/// timer ("Timeout expired", CANCELLED) is the deadline, not a lost connection (the soak
+/// found it answered 503).
+#[tokio::test]
+async fn a_stream_the_upstream_never_answers_times_out_as_504() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let upstream = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                // Calls taken and held: never answered.
+                let mut held = Vec::new();
+                while let Some(Ok(call)) = conn.accept().await {
+                    held.push(call);
+                }
+            });
+        }
+    });
+    let (gw, _) = start_gateway(&format!("http://{upstream}"), Default::default()).await;
+    for accept in ["application/x-ndjson", "application/json"] {
+        let a = within(
+            "the gateway's answer",
+            Duration::from_secs(30),
+            Http::h2().post(
+                gw.addr,
+                WATCH,
+                "application/json",
+                &[("accept", accept), ("grpc-timeout", "300m")],
+                "{}",
+            ),
+        )
+        .await;
+        assert_eq!(
+            a.status,
+            504,
+            "{accept}: {:?}",
+            String::from_utf8_lossy(&a.body)
+        );
+        assert_eq!(a.json()["code"], 4, "{accept}");
+    }
+}

@@ -96,6 +96,9 @@ pub(super) fn mid_stream_failure(status: &tonic::Status) -> EdgeError {
 /// it (code, message, details, metadata), whatever the code; the gateway's own failure to get
 /// an answer in the gateway's words.
 fn upstream_error(code: Code, status: &tonic::Status) -> EdgeError {
+    if crate::upstream::deadline_passed(status) {
+        return EdgeError::DeadlineExceeded;
+    }
     if code == Code::Unavailable && crate::upstream::made_by_gateway(status) {
         // Its message names the upstream and what went wrong.
         return EdgeError::Unavailable(status.message().to_owned());

@@ -369,7 +369,9 @@ pub(crate) fn made_by_gateway(status: &Status) -> bool {
 /// that UNAVAILABLE. A stream the upstream reset on purpose (RST_STREAM) keeps tonic's code
 /// (gRPC's mapping of the reason), and a status the upstream sent has no source at all.
 pub(crate) fn lost_connection(status: &Status) -> bool {
-    if status.code() == tonic::Code::Ok || !made_by_gateway(status) {
+    // tonic's own client timer (the grpc-timeout it was given) is the deadline passing, not a
+    // lost connection.
+    if status.code() == tonic::Code::Ok || !made_by_gateway(status) || deadline_passed(status) {
         return false;
     }
     let mut cause = std::error::Error::source(status);
@@ -383,6 +385,19 @@ pub(crate) fn lost_connection(status: &Status) -> bool {
         cause = err.source();
     }
     true
+}
+
+/// True when tonic's client timer (the `grpc-timeout` a streaming call was sent with) ended
+/// the call: the deadline passed.
+pub(crate) fn deadline_passed(status: &Status) -> bool {
+    let mut cause = std::error::Error::source(status);
+    while let Some(err) = cause {
+        if err.is::<tonic::TimeoutExpired>() {
+            return true;
+        }
+        cause = err.source();
+    }
+    false
 }
 
 /// Where to connect for `authority`: the host without IPv6 brackets, the port (80 when none).
