@@ -151,7 +151,7 @@ pub async fn serve_all(
             // Draining: the client is told to take its next request elsewhere (a drain that
             // begins while a request is served closes its connection when the listeners do).
             let close = req.version() < http::Version::HTTP_2 && edge.is_draining();
-            async move {
+            let serve = async move {
                 let mut response = edge.handle(req).await;
                 if close {
                     response.headers_mut().insert(
@@ -160,8 +160,13 @@ pub async fn serve_all(
                     );
                 }
                 Ok::<_, std::convert::Infallible>(response.map(|b| Tracked::new(b, active)))
+            };
+            // Only an enabled span is entered on every poll (each enter and exit costs).
+            if request_span.is_disabled() {
+                futures_util::future::Either::Left(serve)
+            } else {
+                futures_util::future::Either::Right(serve.instrument(request_span.clone()))
             }
-            .instrument(request_span.clone())
         });
         let builder = builder.clone();
         let mut stopped = stopped.clone();

@@ -275,7 +275,7 @@ impl Edge {
         if let Some(id) = ctx
             .made_request_id
             .clone()
-            .or_else(|| head.headers.get(X_REQUEST_ID).cloned())
+            .or_else(|| head.headers.get(X_REQUEST_ID).map(unindexed))
         {
             response.headers_mut().insert(X_REQUEST_ID, id);
         }
