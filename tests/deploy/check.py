@@ -117,6 +117,18 @@ def check(name):
     return wrap
 
 
+def wait_until(condition, what):
+    """Polls `condition` (every 10 ms) until it returns something true, for at most DEADLINE;
+    fails naming `what` when the deadline passes. Returns what `condition` returned."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        value = condition()
+        if value:
+            return value
+        require(time.monotonic() < deadline, f"{what}: not within {DEADLINE:g} s")
+        time.sleep(0.01)
+
+
 def require(cond, why):
     if not cond:
         raise Fail(why)
@@ -474,15 +486,12 @@ class Proc:
         self.name = name
 
     def wait_listening(self):
-        deadline = time.monotonic() + DEADLINE
-        while time.monotonic() < deadline:
+        def listening():
             m = re.search(r"listening on http://(127\.0\.0\.1:\d+)", self.err_path.read_text())
-            if m:
-                return m.group(1)
-            if self.p.poll() is not None:
+            if not m and self.p.poll() is not None:
                 raise Fail(f"{self.name} exited ({self.p.returncode}) before listening: {self.err_path.read_text()[-2000:]}")
-            time.sleep(0.02)
-        raise Fail(f"{self.name} did not say it was listening within {DEADLINE:g} s")
+            return m and m.group(1)
+        return wait_until(listening, f"{self.name} saying it listens")
 
     def wait_exit(self, seconds):
         try:
@@ -586,10 +595,8 @@ def check_gateway(state, binary):
         with socket.create_connection((host, int(port)), timeout=10) as held:
             held.sendall(f"POST {method} HTTP/1.1\r\nHost: {shed_addr}\r\ncontent-type: application/json\r\n"
                          "content-length: 11\r\n\r\n".encode())
-            deadline = time.monotonic() + DEADLINE
-            while "\nprotogate_requests_in_flight 1\n" not in http(shed_addr, "/metrics")[1].decode():
-                require(time.monotonic() < deadline, f"the held request was not in flight within {DEADLINE:g} s")
-                time.sleep(0.01)
+            wait_until(lambda: "\nprotogate_requests_in_flight 1\n" in http(shed_addr, "/metrics")[1].decode(),
+                       "the held request in flight")
             status, answer = http(shed_addr, method, b'{"id": "1"}', "application/json")
             require(status == 503, f"a request over max_concurrent_requests answered {status}: {answer[:300]!r}")
         deadline = time.monotonic() + DEADLINE
@@ -613,10 +620,8 @@ def check_gateway(state, binary):
         # SIGHUP: the systemd unit's ExecReload (kill -HUP) must match what the binary does
         # with it: end (no handler: then `systemctl reload` would stop the gateway) or live on.
         gateway.p.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + DEADLINE
-        while gateway.p.poll() is None and "SIGHUP" not in gateway.err_path.read_text():
-            require(time.monotonic() < deadline, f"SIGHUP neither ended protogate nor was logged within {DEADLINE:g} s")
-            time.sleep(0.01)
+        wait_until(lambda: gateway.p.poll() is not None or "SIGHUP" in gateway.err_path.read_text(),
+                   "SIGHUP ending protogate or being logged")
         survived = gateway.p.poll() is None and http(addr, "/healthz")[0] == 200 and gateway.p.poll() is None
         reload_enabled = re.search(r"(?m)^ExecReload=.*-HUP", UNIT.read_text()) is not None
         if survived:

@@ -692,6 +692,23 @@ pub async fn eventually<T>(what: &str, limit: Duration, mut check: impl FnMut() 
     }
 }
 
+/// Reads a raw connection until the gateway closes it (end of stream or reset), for at most
+/// `limit`; what it sent first.
+pub async fn read_to_close(stream: &mut tokio::net::TcpStream, limit: Duration) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    within("the gateway to close the connection", limit, async {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return got,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+}
+
 /// Awaits `f` for at most `limit`; panics naming `what` if it takes longer, so a test that
 /// would hang fails instead.
 pub async fn within<F: Future>(what: &str, limit: Duration, f: F) -> F::Output {

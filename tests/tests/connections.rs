@@ -10,7 +10,9 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use protogate_tests::{Http, eventually, metric, start_backend, start_gateway, within};
+use protogate_tests::{
+    Http, eventually, metric, read_to_close, start_backend, start_gateway, within,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -53,21 +55,6 @@ async fn exchange(stream: &mut TcpStream, request: &str) -> String {
     .await
 }
 
-/// Waits until the gateway closes `stream` (end of stream or reset); what it sent first.
-async fn closed(stream: &mut TcpStream, limit: Duration) -> Vec<u8> {
-    within("the gateway to close the connection", limit, async {
-        let mut got = Vec::new();
-        let mut buf = [0u8; 4096];
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => return got,
-                Ok(n) => got.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await
-}
-
 /// Whether the gateway closed `stream` within `wait` (a bounded look, for what must not
 /// happen yet: a slow machine can only make the gateway later, never earlier).
 async fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
@@ -103,7 +90,7 @@ async fn an_idle_http1_connection_is_kept_past_the_head_timeout_and_closed_after
     let answer = exchange(&mut stream, &echo_request()).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     let answered_again = Instant::now();
-    assert!(closed(&mut stream, PATIENCE).await.is_empty());
+    assert!(read_to_close(&mut stream, PATIENCE).await.is_empty());
     let after = answered_again.elapsed();
     assert!(after >= idle, "closed {after:?} after its last answer");
     assert!(answered.elapsed() >= idle);
@@ -127,7 +114,7 @@ async fn a_stalled_head_on_a_kept_alive_connection_is_cut_off_at_the_head_timeou
         .await
         .unwrap();
     // Cut within a few head timeouts (checked every one), long before the idle timeout.
-    let got = closed(&mut stream, Duration::from_secs(20)).await;
+    let got = read_to_close(&mut stream, Duration::from_secs(20)).await;
     assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
     let after = started.elapsed();
     assert!(after >= head, "cut off after {after:?}");
@@ -192,7 +179,7 @@ async fn at_max_connections_the_longest_idle_connection_makes_room() {
     let mut third = TcpStream::connect(gw.addr).await.unwrap();
     let answer = exchange(&mut third, &echo_request()).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(closed(&mut first, PATIENCE).await.is_empty());
+    assert!(read_to_close(&mut first, PATIENCE).await.is_empty());
     // Both busy: a new connection is refused and counted.
     let slow = format!(
         "POST {SLOW} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n{{\"delay\":\"60s\"}}"
@@ -205,7 +192,7 @@ async fn at_max_connections_the_longest_idle_connection_makes_room() {
     .await;
     let mut refused = TcpStream::connect(gw.addr).await.unwrap();
     let _ = refused.write_all(echo_request().as_bytes()).await;
-    assert!(closed(&mut refused, PATIENCE).await.is_empty());
+    assert!(read_to_close(&mut refused, PATIENCE).await.is_empty());
     let text = edge.metrics().render();
     assert_eq!(
         metric(&text, r#"protogate_shed_total{reason="connections"}"#),
@@ -263,7 +250,7 @@ async fn a_client_still_uploading_reads_the_early_answer() {
         within("the upload", PATIENCE, stream.write_all(&body))
             .await
             .expect("the whole body written: the gateway did not reset the connection");
-        let got = closed(&mut stream, PATIENCE).await;
+        let got = read_to_close(&mut stream, PATIENCE).await;
         let text = String::from_utf8_lossy(&got);
         assert!(text.starts_with("HTTP/1.1 413"), "{text}");
         assert!(text.contains("exceeds the limit of 1000 bytes"), "{text}");

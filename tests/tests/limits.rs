@@ -16,7 +16,9 @@ use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body::Frame;
 use http_body_util::{Full, StreamBody};
-use protogate_tests::{Http, eventually, library, metric, start_backend, start_gateway, within};
+use protogate_tests::{
+    Http, eventually, library, metric, read_to_close, start_backend, start_gateway, within,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -431,21 +433,6 @@ async fn max_header_bytes_bounds_the_http2_header_list() {
 }
 
 // === raw HTTP/1.1 ===
-
-/// Reads until the gateway closes the connection (end of stream or reset); what it sent first.
-async fn read_to_close(stream: &mut TcpStream, limit: Duration) -> Vec<u8> {
-    within("the gateway to close the connection", limit, async {
-        let mut got = Vec::new();
-        let mut buf = [0u8; 4096];
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => return got,
-                Ok(n) => got.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await
-}
 
 /// One HTTP/1.1 answer read off a raw connection.
 struct RawAnswer {

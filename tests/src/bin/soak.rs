@@ -156,21 +156,20 @@ mod backend {
 
     async fn serve(listen: SocketAddr) -> ExitCode {
         // The port was the killed process's a moment ago: bound again as soon as it is free.
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let listener = loop {
+        let mut last_error = String::new();
+        let bound = poll_until(Duration::from_secs(15), || {
             let bound = TcpSocket::new_v4().and_then(|s| {
                 s.set_reuseaddr(true)?;
                 s.bind(listen)?;
                 s.listen(1024)
             });
-            match bound {
-                Ok(l) => break l,
-                Err(e) if Instant::now() >= deadline => {
-                    eprintln!("soak backend: binding {listen}: {e}");
-                    return ExitCode::FAILURE;
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            }
+            let got = bound.map_err(|e| last_error = e.to_string()).ok();
+            async move { Ok(got) }
+        })
+        .await;
+        let Ok(Some(listener)) = bound else {
+            eprintln!("soak backend: binding {listen}: {last_error}");
+            return ExitCode::FAILURE;
         };
         say(&format!("listening on {listen}"));
         let (goaway_tx, goaway_rx) = watch::channel(0u64);
@@ -1823,26 +1822,50 @@ async fn start_gateway(s: &Settings, upstream: SocketAddr) -> Result<(Child, Soc
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("starting {}: {e}", s.gateway_bin.display()))?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let listening = poll_until(Duration::from_secs(60), || {
         let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-        if let Some(addr) = text
+        let addr = text
             .split("listening on http://")
             .nth(1)
             .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|a| a.parse::<SocketAddr>().ok())
-        {
-            return Ok((child, addr));
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!(
+            .and_then(|a| a.parse::<SocketAddr>().ok());
+        let exited = match (addr, child.try_wait()) {
+            (None, Ok(Some(status))) => Err(format!(
                 "the gateway exited ({status}) before listening:\n{text}"
-            ));
+            )),
+            _ => Ok(addr),
+        };
+        async move { exited }
+    })
+    .await?;
+    match listening {
+        Some(addr) => Ok((child, addr)),
+        None => Err(format!(
+            "the gateway did not listen within 60 s:\n{}",
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        )),
+    }
+}
+
+/// Polls `check` (every 20 ms) until it gives a value or an error, for at most `limit`:
+/// `Ok(None)` when the limit passes first. Every wait of the soak for a condition is this.
+async fn poll_until<T, Fut>(
+    limit: Duration,
+    mut check: impl FnMut() -> Fut,
+) -> Result<Option<T>, String>
+where
+    Fut: std::future::Future<Output = Result<Option<T>, String>>,
+{
+    let deadline = Instant::now() + limit;
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    loop {
+        tick.tick().await;
+        if let Some(value) = check().await? {
+            return Ok(Some(value));
         }
         if Instant::now() >= deadline {
-            return Err(format!("the gateway did not listen within 60 s:\n{text}"));
+            return Ok(None);
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -1951,8 +1974,11 @@ async fn quiesce(gateway: SocketAddr, pid: u32) -> Result<Sample, String> {
     let deadline = start + Duration::from_secs(60);
     let mut last = None;
     let mut steady = 0;
+    // Sampled every 100 ms: settled when ten samples in a row agree.
+    let mut every = tokio::time::interval(Duration::from_millis(100));
+    every.tick().await;
     loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        every.tick().await;
         // Counted before the scrape: the previous scrape's connection is long closed.
         let fds = fd_count(pid).ok_or("the gateway is gone")?;
         let (_, metrics) = get(gateway, "/metrics").await?;
@@ -1996,9 +2022,12 @@ async fn monitor(
 ) -> Peaks {
     let mut peaks = Peaks::default();
     let mut next_report = start + Duration::from_secs(60);
+    // A sample a second.
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    every.tick().await;
     loop {
         tokio::select! {
-            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = every.tick() => {}
             _ = &mut stop => return peaks,
         }
         if !alive(pid) {
@@ -2078,13 +2107,13 @@ async fn soak(s: &Settings, procs: &mut Procs) -> Result<(Arc<Shared>, Report), 
     let schema = protogate_tests::library::schema();
     let shared = Arc::new(Shared::new(addr, schema, failures, goaway_connections));
     // Ready: the gateway reaches the upstream.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while get(addr, "/readyz").await.map(|(c, _)| c) != Ok(200) {
-        if Instant::now() >= deadline {
-            backend.stop().await;
-            return Err("the gateway was not ready within 30 s".into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let ready = poll_until(Duration::from_secs(30), || async move {
+        Ok((get(addr, "/readyz").await.map(|(c, _)| c) == Ok(200)).then_some(()))
+    })
+    .await;
+    if !matches!(ready, Ok(Some(()))) {
+        backend.stop().await;
+        return Err("the gateway was not ready within 30 s".into());
     }
     println!(
         "soak: gateway pid {pid} on {addr} (RSS {} KiB, {} fds), upstream on {upstream}; {} s of load, warm-up {} s, GOAWAY and kill every {} s, {} clients, seed {}",
