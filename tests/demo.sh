@@ -31,6 +31,7 @@ expect=(
   '^\{"id":"1","customerId":"42"'               # REST GET with a path variable
   '^\{"orders":\[\{"id":"1"'                     # REST GET with a query parameter
   '^\{"id":"1",.*\} \{"id":'                    # NDJSON stream: one order per line
+  'vary: .*Accept-Encoding.*content-encoding: (zstd|br|gzip|deflate)'  # a compressed answer
   '"openapi":"3.1'                              # OpenAPI document
   'protogate_downgrades_total\{method="demo.shop.v1.Shop/GetOrder",reason="json_requested"\} [1-9]'
 )

@@ -316,12 +316,28 @@ pub async fn start_backend() -> Running {
 
 /// Starts the v2 backend on a given listener (to bring a backend up on a known port).
 pub fn start_backend_on(listener: TcpListener) -> Running {
+    serve_backend(listener, TestServiceServer::new(Backend))
+}
+
+/// Starts the v2 backend on 127.0.0.1:0 answering in gzip-compressed messages (`grpc-encoding:
+/// gzip`), and taking compressed requests only when `accept_gzip`.
+pub async fn start_gzip_backend(accept_gzip: bool) -> Running {
+    use tonic::codec::CompressionEncoding::Gzip;
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind backend");
+    let mut service = TestServiceServer::new(Backend).send_compressed(Gzip);
+    if accept_gzip {
+        service = service.accept_compressed(Gzip);
+    }
+    serve_backend(listener, service)
+}
+
+fn serve_backend(listener: TcpListener, generated: TestServiceServer<Backend>) -> Running {
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = oneshot::channel::<()>();
     let incoming = tonic::transport::server::TcpIncoming::from(listener);
-    let dispatch = Dispatch {
-        generated: TestServiceServer::new(Backend),
-    };
+    let dispatch = Dispatch { generated };
     let task = tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()
             .serve_with_incoming_shutdown(dispatch, incoming, async {

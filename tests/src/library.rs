@@ -396,6 +396,12 @@ impl tonic::server::NamedService for Dispatch {
 
 /// Starts the library backend on 127.0.0.1:0.
 pub async fn start() -> (crate::Running, Arc<Stats>) {
+    start_serving(false).await
+}
+
+/// Starts the library backend on 127.0.0.1:0; `gzip`: its answers go gzip-compressed and it
+/// takes compressed requests.
+pub async fn start_serving(gzip: bool) -> (crate::Running, Arc<Stats>) {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind library backend");
@@ -404,7 +410,12 @@ pub async fn start() -> (crate::Running, Arc<Stats>) {
     let stats = library.stats.clone();
     let (stop, stopped) = oneshot::channel::<()>();
     let incoming = tonic::transport::server::TcpIncoming::from(listener);
-    let dispatch = Dispatch(LibraryServer::new(library));
+    let mut server = LibraryServer::new(library);
+    if gzip {
+        use tonic::codec::CompressionEncoding::Gzip;
+        server = server.send_compressed(Gzip).accept_compressed(Gzip);
+    }
+    let dispatch = Dispatch(server);
     let task = tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()
             .serve_with_incoming_shutdown(dispatch, incoming, async {

@@ -281,6 +281,10 @@ async fn by_case(request: Request<RecvStream>, mut respond: SendResponse<Bytes>)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    let accepts_gzip = request
+        .headers()
+        .get("grpc-accept-encoding")
+        .is_some_and(|v| v.to_str().unwrap().split(',').any(|c| c.trim() == "gzip"));
     let message = message_of(request).await;
     let whole = framed(&message);
     match case.as_str() {
@@ -324,6 +328,40 @@ async fn by_case(request: Request<RecvStream>, mut respond: SendResponse<Bytes>)
             let mut flagged = BytesMut::from(&whole[..]);
             flagged[0] = 1;
             answer(respond, vec![flagged.freeze()]).await;
+        }
+        // Compressed as gRPC allows an upstream to (the gateway said it accepts gzip), or in
+        // a coding the gateway never offered, or decoding past the limit.
+        "gzip" | "gzip-bomb" | "snappy" => {
+            if !accepts_gzip {
+                let mut head = grpc_head(200);
+                head.headers_mut()
+                    .insert("grpc-status", HeaderValue::from_static("12"));
+                head.headers_mut().insert(
+                    "grpc-message",
+                    HeaderValue::from_static("the%20gateway%20does%20not%20accept%20gzip"),
+                );
+                let _ = respond.send_response(head, true);
+                return;
+            }
+            let plain = if case == "gzip-bomb" {
+                vec![0u8; 1 << 20]
+            } else {
+                message.to_vec()
+            };
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            std::io::Write::write_all(&mut gz, &plain).unwrap();
+            let mut flagged = BytesMut::from(&framed(&gz.finish().unwrap())[..]);
+            flagged[0] = 1;
+            let mut head = grpc_head(200);
+            head.headers_mut().insert(
+                "grpc-encoding",
+                HeaderValue::from_static(if case == "snappy" { "snappy" } else { "gzip" }),
+            );
+            let Ok(mut send) = respond.send_response(head, false) else {
+                return;
+            };
+            let _ = send.send_data(flagged.freeze(), false);
+            let _ = send.send_trailers(trailers(&[("grpc-status", "0")]));
         }
         "truncated" => answer(respond, vec![whole.slice(..whole.len() - 1)]).await,
         "no-message" => answer(respond, vec![]).await,
@@ -411,6 +449,9 @@ async fn answers_are_read_as_grpc_specifies() {
     assert_eq!(a.json(), serde_json::json!({"id": "7", "name": "split me"}));
     assert_eq!(a.header("grpc-metadata-x-head"), Some("h"));
     assert_eq!(a.header("grpc-metadata-x-tail"), Some("t"));
+    let a = call("gzip").await;
+    assert_eq!(a.status, 200, "{:?}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.json(), serde_json::json!({"id": "7", "name": "split me"}));
 
     // (case, HTTP status, gRPC code, words the message must hold)
     let cases = [
@@ -420,7 +461,9 @@ async fn answers_are_read_as_grpc_specifies() {
         ("no-status", 500, 13, "without a grpc-status"),
         ("two-messages", 500, 13, "more than one message"),
         ("two-in-one-frame", 500, 13, "more than one message"),
-        ("compressed", 500, 13, "compressed"),
+        ("compressed", 500, 13, "without naming its grpc-encoding"),
+        ("snappy", 500, 13, "grpc-encoding \"snappy\""),
+        ("gzip-bomb", 500, 13, "limit of 1024 bytes"),
         ("truncated", 500, 13, "ended inside a message"),
         ("no-message", 500, 13, "without a message"),
         ("big", 500, 13, "limit of 1024 bytes"),
@@ -724,4 +767,68 @@ async fn a_stream_whose_status_details_are_not_base64_ends_with_its_status() {
             "{details}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_stream_of_gzip_compressed_messages_is_decoded() {
+    // Streams go through tonic's client, which must say it accepts gzip and then decode it.
+    // This upstream compresses every message when told it may, and refuses the call if not.
+    const WATCH: &str = "/protogate.test.svc.TestService/Watch";
+    let raw = raw_upstream(Arc::new(|_, request, mut respond| {
+        Box::pin(async move {
+            let accepts = request
+                .headers()
+                .get("grpc-accept-encoding")
+                .is_some_and(|v| v.to_str().unwrap().contains("gzip"));
+            let mut head = grpc_head(200);
+            if !accepts {
+                head.headers_mut()
+                    .insert("grpc-status", HeaderValue::from_static("12"));
+                let _ = respond.send_response(head, true);
+                return;
+            }
+            head.headers_mut()
+                .insert("grpc-encoding", HeaderValue::from_static("gzip"));
+            let Ok(mut send) = respond.send_response(head, false) else {
+                return;
+            };
+            for name in ["first", "second"] {
+                let one = encode(&Thing {
+                    name: name.repeat(100),
+                    ..Default::default()
+                });
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+                std::io::Write::write_all(&mut gz, &one).unwrap();
+                let mut flagged = BytesMut::from(&framed(&gz.finish().unwrap())[..]);
+                flagged[0] = 1;
+                let _ = send.send_data(flagged.freeze(), false);
+            }
+            let _ = send.send_trailers(trailers(&[("grpc-status", "0")]));
+        })
+    }))
+    .await;
+    let (gw, _) = start_gateway(&format!("http://{}", raw.addr), config()).await;
+    let a = Http::h1()
+        .post(
+            gw.addr,
+            WATCH,
+            "application/json",
+            &[("accept", "application/x-ndjson")],
+            r#"{"name":"w"}"#,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", String::from_utf8_lossy(&a.body));
+    let lines: Vec<serde_json::Value> = a
+        .body
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            serde_json::json!({"name": "first".repeat(100)}),
+            serde_json::json!({"name": "second".repeat(100)})
+        ]
+    );
 }

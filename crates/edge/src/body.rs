@@ -67,6 +67,42 @@ impl ResponseBody {
         self.ticket = Some(ticket);
     }
 
+    /// Compresses the body in `coding`: a whole answer of at least `min_bytes` when that
+    /// makes it smaller, a stream frame by frame. False when it stays as it is.
+    pub(crate) fn compress(&mut self, coding: Coding, level: Level, min_bytes: usize) -> bool {
+        let encoder = match Encoder::new(coding, level) {
+            Ok(encoder) => encoder,
+            Err(error) => {
+                tracing::warn!(%error, coding = coding.as_str(), "no encoder: answered uncompressed");
+                return false;
+            }
+        };
+        match &mut self.inner {
+            Inner::Full(None) => false,
+            Inner::Full(Some(bytes)) => {
+                if bytes.len() < min_bytes {
+                    return false;
+                }
+                match encoder.whole(bytes) {
+                    Ok(smaller) if smaller.len() < bytes.len() => {
+                        *bytes = smaller;
+                        true
+                    }
+                    Ok(_) => false,
+                    Err(error) => {
+                        tracing::warn!(%error, coding = coding.as_str(), "compressing an answer failed: answered uncompressed");
+                        false
+                    }
+                }
+            }
+            Inner::Stream(frames) => {
+                let frames = std::mem::replace(frames, Box::pin(futures_util::stream::empty()));
+                self.inner = Inner::Stream(Box::pin(compress_stream(frames, encoder)));
+                true
+            }
+        }
+    }
+
     /// Calls `on_end` when the body is dropped: sent to its end, or abandoned by the client.
     pub fn on_end(&mut self, on_end: impl BodyEnd + 'static) {
         self.on_end = Some(Box::new(on_end));
@@ -121,6 +157,8 @@ impl Body for ResponseBody {
 }
 
 use crate::admission::Ticket;
+use crate::coding::encode::{Encoder, compress_stream};
+use crate::coding::{Coding, Level};
 use crate::error::EdgeError;
 
 /// A body that failed while being read. Bytes that break HTTP/1.1's chunked framing (hyper
@@ -129,6 +167,11 @@ use crate::error::EdgeError;
 pub(crate) fn read_error(e: &(dyn std::error::Error + 'static)) -> EdgeError {
     let mut cause = Some(e);
     while let Some(err) = cause {
+        if let Some(decode) = err.downcast_ref::<crate::coding::decode::DecodeError>()
+            && let Some(e) = decode.edge_error()
+        {
+            return e;
+        }
         if let Some(io) = err.downcast_ref::<std::io::Error>()
             && matches!(
                 io.kind(),

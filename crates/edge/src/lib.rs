@@ -15,10 +15,12 @@
 //! - [`error`]: edge errors and their mapping to HTTP status and google.rpc.Status.
 //! - `admission`: the request, upstream and byte limits requests are admitted under.
 //! - [`cors`]: CORS preflights and headers.
+//! - [`coding`]: content codings: answers compressed, request bodies decoded.
 //! - `body`: body reading with the size limit enforced while reading.
 
 mod admission;
 mod body;
+pub mod coding;
 pub mod cors;
 pub mod downgrade;
 pub mod error;
@@ -99,6 +101,8 @@ pub struct EdgeConfig {
     pub access_log: bool,
     /// CORS for browsers on other origins (default: none, no CORS headers).
     pub cors: Option<cors::CorsConfig>,
+    /// Answers compressed by `Accept-Encoding` (default off).
+    pub compression: coding::CompressionConfig,
     /// HTTP rules beside the schema's `google.api.http` annotations; a rule here replaces the
     /// annotations of the method it selects.
     pub http_rules: Vec<transcode::rest::HttpRule>,
@@ -132,6 +136,7 @@ impl Default for EdgeConfig {
             admin_listener: false,
             access_log: false,
             cors: None,
+            compression: coding::CompressionConfig::default(),
             http_rules: Vec::new(),
             unknown_query: transcode::rest::UnknownQuery::Reject,
             max_stream_bytes: 64 * 1024 * 1024,

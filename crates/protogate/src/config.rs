@@ -58,6 +58,14 @@ impl std::error::Error for ConfigError {}
 /// expose_headers = ["x-served-by"]           # besides grpc-status/-message, x-request-id
 /// allow_credentials = false                  #   and the answer's grpc-metadata-* headers
 /// max_age = "10m"
+///
+/// [compression]                              # answers compressed by Accept-Encoding
+/// enabled = true                             # with the section; without it: off
+/// min_bytes = 1024                           # whole answers below stay as they are
+/// algorithms = ["zstd", "br", "gzip", "deflate"]   # offered, best first
+/// level = "default"                          # "fastest", "best", or a number
+/// protobuf = false                           # compress protobuf answers too
+/// upstream_compression = "none"              # "gzip": requests to upstreams compressed
 /// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
 /// unknown_query_parameters = "reject"        # or "ignore"
 ///
@@ -109,6 +117,8 @@ pub struct FileConfig {
     pub drain_delay: Option<String>,
     pub access_log: Option<bool>,
     pub cors: Option<CorsFileConfig>,
+    pub compression: Option<CompressionFileConfig>,
+    pub upstream_compression: Option<UpstreamCompression>,
     pub worker_threads: Option<usize>,
     pub unknown_query_parameters: Option<UnknownQueryConfig>,
     #[serde(default)]
@@ -128,6 +138,86 @@ pub struct CorsFileConfig {
     #[serde(default)]
     pub allow_credentials: bool,
     pub max_age: Option<String>,
+}
+
+/// `[compression]`: answers compressed by `Accept-Encoding`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompressionFileConfig {
+    pub enabled: Option<bool>,
+    pub min_bytes: Option<usize>,
+    pub algorithms: Option<Vec<String>>,
+    pub level: Option<LevelConfig>,
+    pub protobuf: Option<bool>,
+}
+
+/// `level = "fastest" | "default" | "best"` or a number.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum LevelConfig {
+    Number(u32),
+    Name(String),
+}
+
+/// `upstream_compression`: how request messages travel to upstreams.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamCompression {
+    None,
+    Gzip,
+}
+
+impl CompressionFileConfig {
+    fn resolve(self) -> Result<edge::coding::CompressionConfig, ConfigError> {
+        use edge::coding::{Coding, Level};
+        let defaults = edge::coding::CompressionConfig::default();
+        let algorithms = match self.algorithms {
+            None => defaults.algorithms,
+            Some(names) => {
+                let mut algorithms = Vec::new();
+                for name in names {
+                    let coding = Coding::parse(&name).ok_or_else(|| {
+                        ConfigError(format!(
+                            "compression.algorithms: {name:?} is not one of zstd, br, gzip, deflate"
+                        ))
+                    })?;
+                    if algorithms.contains(&coding) {
+                        return Err(ConfigError(format!(
+                            "compression.algorithms: {name:?} is listed twice"
+                        )));
+                    }
+                    algorithms.push(coding);
+                }
+                if algorithms.is_empty() {
+                    return Err(ConfigError(
+                        "compression.algorithms is empty: set enabled = false instead".into(),
+                    ));
+                }
+                algorithms
+            }
+        };
+        let level = match self.level {
+            None => defaults.level,
+            Some(LevelConfig::Number(n)) => Level::Precise(n),
+            Some(LevelConfig::Name(name)) => match name.as_str() {
+                "fastest" => Level::Fastest,
+                "default" => Level::Default,
+                "best" => Level::Best,
+                _ => {
+                    return Err(ConfigError(format!(
+                        "compression.level: {name:?} is not \"fastest\", \"default\", \"best\" or a number"
+                    )));
+                }
+            },
+        };
+        Ok(edge::coding::CompressionConfig {
+            enabled: self.enabled.unwrap_or(true),
+            min_bytes: self.min_bytes.unwrap_or(defaults.min_bytes),
+            algorithms,
+            level,
+            protobuf: self.protobuf.unwrap_or(defaults.protobuf),
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -223,6 +313,7 @@ pub struct Resolved {
     pub service_upstreams: Vec<(String, String)>,
     pub schema: SchemaArgs,
     pub log_format: LogFormat,
+    pub upstream_options: edge::UpstreamOptions,
     /// Runtime threads; 0 = one per available CPU.
     pub worker_threads: usize,
     pub edge: edge::EdgeConfig,
@@ -404,6 +495,11 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
                 })
             })
             .transpose()?,
+        compression: file
+            .compression
+            .map(CompressionFileConfig::resolve)
+            .transpose()?
+            .unwrap_or_default(),
         http_rules,
         unknown_query: file
             .unknown_query_parameters
@@ -461,6 +557,10 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             .log_format
             .or(file.log_format)
             .unwrap_or(LogFormat::Text),
+        upstream_options: edge::UpstreamOptions {
+            compress_requests: file.upstream_compression == Some(UpstreamCompression::Gzip),
+            ..Default::default()
+        },
         worker_threads: args.worker_threads.or(file.worker_threads).unwrap_or(0),
         edge,
     })
@@ -829,6 +929,21 @@ mod tests {
             ("max_concurrent_streams = 0", "max_concurrent_streams is 0"),
             ("idle_timeout = \"0s\"", "idle_timeout is 0"),
             ("idle_timeout = \"soon\"", "idle_timeout"),
+            (
+                "[compression]\nalgorithms = [\"lz4\"]",
+                "\"lz4\" is not one of zstd, br, gzip, deflate",
+            ),
+            (
+                "[compression]\nalgorithms = [\"gzip\", \"GZIP\"]",
+                "listed twice",
+            ),
+            ("[compression]\nalgorithms = []", "algorithms is empty"),
+            (
+                "[compression]\nlevel = \"max\"",
+                "compression.level: \"max\"",
+            ),
+            ("[compression]\nspeed = 1", "speed"),
+            ("upstream_compression = \"snappy\"", "upstream_compression"),
         ] {
             let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
             let e = FileConfig::parse(&text, Path::new("."))
@@ -836,6 +951,37 @@ mod tests {
                 .unwrap_err();
             assert!(e.0.contains(want), "{toml}: {e}");
         }
+    }
+
+    #[test]
+    fn compression_settings() {
+        use edge::coding::{Coding, Level};
+        let resolved = |toml: &str| {
+            let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+            resolve(args(&[]), FileConfig::parse(&text, Path::new(".")).unwrap()).unwrap()
+        };
+        // Absent: off, and requests to upstreams go as they are.
+        let r = resolved("");
+        assert!(!r.edge.compression.enabled);
+        assert!(!r.upstream_options.compress_requests);
+        // The section alone turns it on with the defaults.
+        let r = resolved("[compression]");
+        assert!(r.edge.compression.enabled);
+        assert_eq!(r.edge.compression.min_bytes, 1024);
+        assert_eq!(r.edge.compression.algorithms, Coding::ALL);
+        assert_eq!(r.edge.compression.level, Level::Default);
+        assert!(!r.edge.compression.protobuf);
+        let r = resolved(
+            "upstream_compression = \"gzip\"\n[compression]\nenabled = false\nmin_bytes = 10\nalgorithms = [\"gzip\", \"br\"]\nlevel = 3\nprotobuf = true",
+        );
+        assert!(!r.edge.compression.enabled);
+        assert_eq!(r.edge.compression.min_bytes, 10);
+        assert_eq!(r.edge.compression.algorithms, [Coding::Gzip, Coding::Br]);
+        assert_eq!(r.edge.compression.level, Level::Precise(3));
+        assert!(r.edge.compression.protobuf);
+        assert!(r.upstream_options.compress_requests);
+        let r = resolved("[compression]\nlevel = \"fastest\"");
+        assert_eq!(r.edge.compression.level, Level::Fastest);
     }
 
     #[test]

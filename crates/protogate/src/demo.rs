@@ -357,6 +357,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         }));
         let config = edge::EdgeConfig {
             downgrade_log_interval: interval,
+            compression: edge::coding::CompressionConfig {
+                enabled: true,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let upstreams = edge::Upstreams::new(
@@ -447,6 +451,9 @@ curl -s 'http://{addr}/v1/customers/42/orders?pageSize=1'; echo
 
 # A server stream, one NDJSON line per order as it arrives (or: accept text/event-stream)
 curl -s -H 'accept: application/x-ndjson' http://{addr}/v1/customers/42/orders:watch
+
+# Compression: answers from 1 KiB up in zstd, br, gzip or deflate, as Accept-Encoding asks (curl decodes them)
+curl -s --compressed -i http://{addr}/openapi.json | grep -i -e '^content-encoding' -e '^vary'
 
 # The API as OpenAPI 3.1
 curl -s http://{addr}/openapi.json | grep -o '"openapi":"[0-9.]*"\|"/v1/[^"]*"' | sort -u

@@ -27,10 +27,11 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let shutdown = shutdown_signal()?;
         // Validated before any port opens: a broken schema names its file and line.
         let schema = schema_files::load(&resolved.schema)?;
-        let upstreams = edge::Upstreams::new(
+        let upstreams = edge::Upstreams::with_options(
             resolved.default_upstream.as_deref(),
             &resolved.service_upstreams,
             resolved.edge.max_response_bytes,
+            resolved.upstream_options,
         )
         .map_err(|e| ConfigError(e.to_string()))?;
         let methods = schema.methods().count();

@@ -43,7 +43,10 @@ impl Edge {
     /// Serves one request on the admin listener: an admin endpoint, else 404.
     pub async fn handle_admin<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody> {
         match self.admin_endpoint(&req).await {
-            Some(response) => response,
+            Some(mut response) => {
+                self.compress(req.headers(), &mut response);
+                response
+            }
             None => plain(
                 StatusCode::NOT_FOUND,
                 "text/plain; charset=utf-8",

@@ -19,6 +19,7 @@ use crate::EdgeConfig;
 use crate::admission::{Admission, Ticket};
 pub use crate::body::ResponseBody;
 use crate::body::{BodyEnd, read_limited};
+use crate::coding::decode::{Decoded, request_coding};
 use crate::downgrade::{Client, Downgrade, DowngradeLog, Reason};
 use crate::error::{Code, EdgeError, SetupError};
 use crate::metrics::{DowngradeLabels, MethodLabels, MethodName, Metrics, RequestLabels};
@@ -219,7 +220,8 @@ impl Edge {
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: std::error::Error + Send + Sync + 'static,
     {
-        if let Some(own) = self.own_endpoint(&req).await {
+        if let Some(mut own) = self.own_endpoint(&req).await {
+            self.compress(req.headers(), &mut own);
             return own;
         }
         if let Some(preflight) = self.preflight(&req) {
@@ -279,6 +281,7 @@ impl Edge {
         {
             response.headers_mut().insert(X_REQUEST_ID, id);
         }
+        self.compress(&head.headers, &mut response);
         let status = response.status();
         let outcome = Outcome::of(&ctx, status, code);
         if let Some(ticket) = ctx.ticket.take() {
@@ -331,6 +334,14 @@ impl Edge {
         ctx.plan = Some(plan);
         plan.deadline = self.deadline(head, plan)?;
         ctx.plan = Some(plan);
+        // A compressed body is decoded as it arrives; the limits apply to the decoded bytes.
+        let limit = match target.method.streaming {
+            StreamingKind::Unary | StreamingKind::ServerStreaming => self.config.max_body_bytes,
+            StreamingKind::ClientStreaming | StreamingKind::Bidirectional => {
+                self.config.max_stream_bytes
+            }
+        };
+        let body = Decoded::new(body, request_coding(&head.headers)?, limit)?;
         match target.method.streaming {
             StreamingKind::Unary => self.unary(ctx, head, target, plan, body).await,
             StreamingKind::ServerStreaming => {
@@ -374,6 +385,51 @@ impl Edge {
         response.headers_mut().remove(header::CONTENT_TYPE);
         cors.preflight(origin, &methods, response.headers_mut());
         Some(response)
+    }
+
+    /// Compresses an answer worth compressing in the best coding the client accepts, when
+    /// `[compression]` is on (the API's answers and the own endpoints'): a whole answer from `min_bytes` up and only when it gets smaller, a
+    /// stream always, frame by frame. Every answer whose type could be compressed says
+    /// `Vary: Accept-Encoding`, compressed or not, so caches keep the two apart.
+    pub(super) fn compress(&self, request: &HeaderMap, response: &mut Response<ResponseBody>) {
+        let config = &self.config.compression;
+        let headers = response.headers();
+        if !config.enabled
+            || headers.contains_key(header::CONTENT_ENCODING)
+            || matches!(
+                response.status(),
+                StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
+            )
+            || !headers
+                .get(header::CONTENT_TYPE)
+                .is_some_and(|t| crate::coding::compressible(t.as_bytes(), config.protobuf))
+        {
+            return;
+        }
+        // One field with the negotiation's usual `Vary: Accept`.
+        let headers = response.headers_mut();
+        if headers.get(header::VARY).is_some_and(|v| v == "Accept") {
+            headers.insert(
+                header::VARY,
+                HeaderValue::from_static("Accept, Accept-Encoding"),
+            );
+        } else {
+            headers.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        }
+        let Some(coding) = crate::coding::negotiate(request, &config.algorithms) else {
+            return;
+        };
+        if response
+            .body_mut()
+            .compress(coding, config.level, config.min_bytes)
+        {
+            let headers = response.headers_mut();
+            headers.insert(
+                header::CONTENT_ENCODING,
+                HeaderValue::from_static(coding.as_str()),
+            );
+            headers.remove(header::CONTENT_LENGTH);
+        }
     }
 
     /// route: the method a request addresses, by the one precedence

@@ -15,7 +15,7 @@ use bytes::{Buf, BufMut, Bytes};
 use http::HeaderMap;
 use http::uri::PathAndQuery;
 use sanitize::Sanitized;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::transport::Endpoint;
 use tonic::{Status, metadata::MetadataMap};
 
@@ -81,6 +81,8 @@ pub struct Upstreams {
 #[derive(Clone, Debug)]
 struct Route {
     uri: String,
+    /// Streams' request messages go gzip-compressed.
+    compress_requests: bool,
     /// Calls in flight to this upstream, under `max_concurrent_requests_per_upstream`.
     calls: Option<Arc<crate::admission::Limit>>,
     unary: Arc<unary::Upstream>,
@@ -95,7 +97,11 @@ impl Route {
     ) -> Result<tonic::client::Grpc<Sanitized>, Status> {
         let mut grpc = tonic::client::Grpc::new(self.channel.clone())
             .max_decoding_message_size(max_response_bytes)
-            .max_encoding_message_size(usize::MAX);
+            .max_encoding_message_size(usize::MAX)
+            .accept_compressed(CompressionEncoding::Gzip);
+        if self.compress_requests {
+            grpc = grpc.send_compressed(CompressionEncoding::Gzip);
+        }
         grpc.ready()
             .await
             .map_err(|e| unreached(format!("upstream {} not reachable: {e}", self.uri)))?;
@@ -134,6 +140,9 @@ pub struct UpstreamOptions {
     /// Unary calls on one connection before it is replaced (client stream ids run out at
     /// 2^30 calls).
     pub max_streams_per_connection: u32,
+    /// Request messages are sent gzip-compressed (`upstream_compression = "gzip"`; default
+    /// off). Answers compressed with gzip are accepted either way.
+    pub compress_requests: bool,
 }
 
 impl Default for UpstreamOptions {
@@ -145,6 +154,7 @@ impl Default for UpstreamOptions {
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(20),
             max_streams_per_connection: 1 << 29,
+            compress_requests: false,
         }
     }
 }
@@ -193,6 +203,7 @@ impl Upstreams {
             }
             let route = Route {
                 uri: uri.to_owned(),
+                compress_requests: options.compress_requests,
                 calls: None,
                 unary: Arc::new(unary::Upstream::new(uri, options, max_response_bytes)?),
                 channel: Sanitized(endpoint.connect_lazy()),

@@ -41,6 +41,9 @@ const TRAILERS: HeaderValue = HeaderValue::from_static("trailers");
 const USER_AGENT: HeaderValue =
     HeaderValue::from_static(concat!("protogate/", env!("CARGO_PKG_VERSION")));
 const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
+const GRPC_ACCEPT_ENCODING: HeaderName = HeaderName::from_static("grpc-accept-encoding");
+const GZIP: HeaderValue = HeaderValue::from_static("gzip");
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 const GRPC_STATUS_DETAILS: HeaderName = HeaderName::from_static("grpc-status-details-bin");
@@ -170,7 +173,13 @@ impl Upstream {
                 "a request message over 2 GiB cannot be sent in one HTTP/2 call",
             ));
         }
-        let mut prefix = [0u8; 5];
+        // `upstream_compression = "gzip"`: the message goes compressed, flagged so.
+        let message = if self.options.compress_requests {
+            gzip(&message)?
+        } else {
+            message
+        };
+        let mut prefix = [u8::from(self.options.compress_requests), 0, 0, 0, 0];
         prefix[1..].copy_from_slice(&(message.len() as u32).to_be_bytes());
 
         // One retry, and only of a call the upstream did not process. A send consumes the
@@ -197,6 +206,10 @@ impl Upstream {
             headers.insert(header::TE, TRAILERS);
             headers.insert(header::USER_AGENT, USER_AGENT);
             headers.insert(GRPC_TIMEOUT, grpc_timeout(left));
+            headers.insert(GRPC_ACCEPT_ENCODING, GZIP);
+            if self.options.compress_requests {
+                headers.insert(GRPC_ENCODING, GZIP);
+            }
             let frame = Cursor::new(prefix).chain(message.clone());
             match self.attempt(request, frame).await {
                 Ok(answer) => return Ok(answer),
@@ -412,7 +425,18 @@ async fn read_answer(
             content_type.map_or("(none)".into(), String::from_utf8_lossy)
         ))));
     }
-    let message = read_message(&mut body, max_response_bytes, authority).await?;
+    let encoding = metadata.get(GRPC_ENCODING);
+    let gzipped = match encoding.map(HeaderValue::as_bytes) {
+        None | Some(b"identity") => false,
+        Some(b"gzip") => true,
+        Some(other) => {
+            return Err(Failure::Final(Status::internal(format!(
+                "the upstream answered in grpc-encoding {:?}, which the gateway did not offer (it accepts gzip)",
+                String::from_utf8_lossy(other)
+            ))));
+        }
+    };
+    let message = read_message(&mut body, max_response_bytes, gzipped, authority).await?;
     let trailers = body
         .trailers()
         .await
@@ -494,9 +518,12 @@ fn grpc_status(fields: &HeaderMap, headers: &HeaderMap) -> Option<Status> {
 
 /// Reads the body's gRPC messages: none or one (a second is a protocol error for a unary
 /// call). The usual answer, one DATA frame holding the whole message, is sliced, not copied.
+/// A compressed message (`gzipped`: the answer's `grpc-encoding` is gzip) is decoded, held
+/// to `max` decoded bytes too.
 async fn read_message(
     body: &mut RecvStream,
     max: usize,
+    gzipped: bool,
     authority: &Authority,
 ) -> Result<Option<Bytes>, Failure> {
     let internal = |message: String| Failure::Final(Status::internal(message));
@@ -515,9 +542,10 @@ async fn read_message(
             }
             match flag {
                 0 => {}
+                1 if gzipped => {}
                 1 => {
                     return Err(internal(
-                        "the upstream sent a compressed message though the gateway accepts none"
+                        "the upstream sent a compressed message without naming its grpc-encoding"
                             .into(),
                     ));
                 }
@@ -535,7 +563,12 @@ async fn read_message(
             }
             if pending.len() >= 5 + len {
                 let mut all = held.take().unwrap_or_else(|| joined.split().freeze());
-                message = Some(all.slice(5..5 + len));
+                let bytes = all.slice(5..5 + len);
+                message = Some(if flag == 1 {
+                    gunzip(&bytes, max).map_err(internal)?
+                } else {
+                    bytes
+                });
                 all.advance(5 + len);
                 held = (!all.is_empty()).then_some(all);
                 continue;
@@ -567,6 +600,34 @@ async fn read_message(
         )));
     }
     Ok(message)
+}
+
+/// A request message compressed for `grpc-encoding: gzip`.
+fn gzip(message: &[u8]) -> Result<Bytes, Status> {
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(message.len() / 2 + 64),
+        flate2::Compression::fast(),
+    );
+    std::io::Write::write_all(&mut encoder, message)
+        .and_then(|()| encoder.finish())
+        .map(Bytes::from)
+        .map_err(|e| Status::internal(format!("compressing the request failed: {e}")))
+}
+
+/// An answer's gzip-compressed message, decoded and held to `max` bytes.
+fn gunzip(data: &[u8], max: usize) -> Result<Bytes, String> {
+    use std::io::Read;
+    let mut out = Vec::with_capacity(data.len().saturating_mul(4).min(max));
+    flate2::read::GzDecoder::new(data)
+        .take(max as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("the upstream's gzip-compressed answer does not decode: {e}"))?;
+    if out.len() > max {
+        return Err(format!(
+            "the upstream's answer decodes to over the gateway's limit of {max} bytes"
+        ));
+    }
+    Ok(Bytes::from(out))
 }
 
 /// A stream's error as the gRPC status the spec gives it; refused streams may be retried.
