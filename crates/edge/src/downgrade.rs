@@ -22,6 +22,9 @@ pub enum Reason {
     AcceptFallback,
     /// The JSON or MessagePack rendering dropped fields unknown to the schema.
     UnknownFields,
+    /// A JSON answer on a method whose JSON is deprecated by a `json_sunset` rule (it carries
+    /// the `Deprecation` header).
+    JsonDeprecated,
 }
 
 impl Reason {
@@ -30,6 +33,7 @@ impl Reason {
             Reason::JsonRequested => "json_requested",
             Reason::AcceptFallback => "accept_fallback",
             Reason::UnknownFields => "unknown_fields",
+            Reason::JsonDeprecated => "json_deprecated",
         }
     }
 }

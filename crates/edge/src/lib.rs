@@ -12,6 +12,7 @@
 //! - [`upstream`]: unary calls on one h2 connection per upstream; streams on tonic channels.
 //! - [`downgrade`]: the rate-limited downgrade warning.
 //! - [`metrics`]: Prometheus metrics.
+//! - [`migration`]: who still speaks JSON, what it costs, the JSON sunset policy (pure).
 //! - [`error`]: edge errors and their mapping to HTTP status and google.rpc.Status.
 //! - `admission`: the request, upstream and byte limits requests are admitted under.
 //! - [`cors`]: CORS preflights and headers.
@@ -27,6 +28,7 @@ pub mod error;
 mod headers;
 mod media_type;
 pub mod metrics;
+pub mod migration;
 pub mod negotiate;
 pub mod server;
 pub mod service;
