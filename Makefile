@@ -37,6 +37,8 @@ grpcgw:
 
 test: oracle-env grpcgw
 	PROTOGATE_REQUIRE_ORACLES=1 PROTOGATE_ORACLE_PYTHON=$(abspath $(PYTHON)) $(CARGO) test --workspace
+	# OpenTelemetry export is a cargo feature: its config and its collector test.
+	$(CARGO) test -p protogate --features otel --lib --test cli -- otel
 	$(CARGO) build -p protogate
 	PROTOGATE_REQUIRE_ORACLES=1 $(MAKE) deploy-check
 	tests/demo.sh target/debug/protogate

@@ -17,6 +17,7 @@
 //! - `admission`: the request, upstream and byte limits requests are admitted under.
 //! - [`cors`]: CORS preflights and headers.
 //! - [`coding`]: content codings: answers compressed, request bodies decoded.
+//! - [`trace`]: the spans of requests and upstream calls, for an exporter the binary supplies.
 //! - `body`: body reading with the size limit enforced while reading.
 
 mod admission;
@@ -32,6 +33,7 @@ pub mod migration;
 pub mod negotiate;
 pub mod server;
 pub mod service;
+pub mod trace;
 pub mod upstream;
 
 use std::time::Duration;
@@ -105,6 +107,8 @@ pub struct EdgeConfig {
     pub cors: Option<cors::CorsConfig>,
     /// Answers compressed by `Accept-Encoding` (default off).
     pub compression: coding::CompressionConfig,
+    /// Spans of requests and upstream calls, for distributed tracing (default none).
+    pub tracer: Option<std::sync::Arc<dyn trace::Tracer>>,
     /// HTTP rules beside the schema's `google.api.http` annotations; a rule here replaces the
     /// annotations of the method it selects.
     pub http_rules: Vec<transcode::rest::HttpRule>,
@@ -139,6 +143,7 @@ impl Default for EdgeConfig {
             access_log: false,
             cors: None,
             compression: coding::CompressionConfig::default(),
+            tracer: None,
             http_rules: Vec::new(),
             unknown_query: transcode::rest::UnknownQuery::Reject,
             max_stream_bytes: 64 * 1024 * 1024,

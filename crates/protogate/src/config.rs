@@ -66,6 +66,11 @@ impl std::error::Error for ConfigError {}
 /// level = "default"                          # "fastest", "best", or a number
 /// protobuf = false                           # compress protobuf answers too
 /// upstream_compression = "none"              # "gzip": requests to upstreams compressed
+///
+/// [otel]                                     # OpenTelemetry export (built with --features otel)
+/// endpoint = "http://127.0.0.1:4317"         # an OTLP/gRPC collector
+/// service_name = "protogate"
+/// sample_ratio = 1.0                         # of new traces; a client's sampled flag is followed
 /// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
 /// unknown_query_parameters = "reject"        # or "ignore"
 ///
@@ -119,6 +124,7 @@ pub struct FileConfig {
     pub cors: Option<CorsFileConfig>,
     pub compression: Option<CompressionFileConfig>,
     pub upstream_compression: Option<UpstreamCompression>,
+    pub otel: Option<OtelFileConfig>,
     pub worker_threads: Option<usize>,
     pub unknown_query_parameters: Option<UnknownQueryConfig>,
     #[serde(default)]
@@ -157,6 +163,52 @@ pub struct CompressionFileConfig {
 pub enum LevelConfig {
     Number(u32),
     Name(String),
+}
+
+/// `[otel]`: OpenTelemetry export.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtelFileConfig {
+    pub endpoint: String,
+    pub service_name: Option<String>,
+    pub sample_ratio: Option<f64>,
+}
+
+/// `[otel]` resolved: where spans go.
+#[derive(Debug, Clone)]
+pub struct OtelConfig {
+    /// The OTLP/gRPC collector, `http://host:4317`.
+    pub endpoint: String,
+    pub service_name: String,
+    /// The share of new traces recorded (a client's sampled flag is followed).
+    pub sample_ratio: f64,
+}
+
+impl OtelFileConfig {
+    fn resolve(self) -> Result<OtelConfig, ConfigError> {
+        if !cfg!(feature = "otel") {
+            return Err(ConfigError(
+                "[otel] is set, but this protogate was built without OpenTelemetry export (cargo build --release --features otel)".into(),
+            ));
+        }
+        if !(self.endpoint.starts_with("http://") || self.endpoint.starts_with("https://")) {
+            return Err(ConfigError(format!(
+                "otel.endpoint {:?} is not an http:// or https:// URL",
+                self.endpoint
+            )));
+        }
+        let sample_ratio = self.sample_ratio.unwrap_or(1.0);
+        if !(0.0..=1.0).contains(&sample_ratio) {
+            return Err(ConfigError(format!(
+                "otel.sample_ratio {sample_ratio} is not between 0 and 1"
+            )));
+        }
+        Ok(OtelConfig {
+            endpoint: self.endpoint,
+            service_name: self.service_name.unwrap_or_else(|| "protogate".into()),
+            sample_ratio,
+        })
+    }
 }
 
 /// `upstream_compression`: how request messages travel to upstreams.
@@ -314,6 +366,8 @@ pub struct Resolved {
     pub schema: SchemaArgs,
     pub log_format: LogFormat,
     pub upstream_options: edge::UpstreamOptions,
+    /// OpenTelemetry export, when `[otel]` is set.
+    pub otel: Option<OtelConfig>,
     /// Runtime threads; 0 = one per available CPU.
     pub worker_threads: usize,
     pub edge: edge::EdgeConfig,
@@ -500,6 +554,7 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             .map(CompressionFileConfig::resolve)
             .transpose()?
             .unwrap_or_default(),
+        tracer: None,
         http_rules,
         unknown_query: file
             .unknown_query_parameters
@@ -557,6 +612,7 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             .log_format
             .or(file.log_format)
             .unwrap_or(LogFormat::Text),
+        otel: file.otel.map(OtelFileConfig::resolve).transpose()?,
         upstream_options: edge::UpstreamOptions {
             compress_requests: file.upstream_compression == Some(UpstreamCompression::Gzip),
             ..Default::default()
@@ -982,6 +1038,29 @@ mod tests {
         assert!(r.upstream_options.compress_requests);
         let r = resolved("[compression]\nlevel = \"fastest\"");
         assert_eq!(r.edge.compression.level, Level::Fastest);
+    }
+
+    #[test]
+    fn otel_needs_the_feature_and_a_url() {
+        let resolved = |toml: &str| {
+            let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+            FileConfig::parse(&text, Path::new(".")).and_then(|f| resolve(args(&[]), f))
+        };
+        let r = resolved("[otel]\nendpoint = \"http://127.0.0.1:4317\"");
+        if cfg!(feature = "otel") {
+            let otel = r.unwrap().otel.unwrap();
+            assert_eq!(otel.service_name, "protogate");
+            assert_eq!(otel.sample_ratio, 1.0);
+            let e = resolved("[otel]\nendpoint = \"127.0.0.1:4317\"").unwrap_err();
+            assert!(e.0.contains("not an http://"), "{e}");
+            let e =
+                resolved("[otel]\nendpoint = \"http://c:4317\"\nsample_ratio = 2.0").unwrap_err();
+            assert!(e.0.contains("sample_ratio"), "{e}");
+        } else {
+            let e = r.unwrap_err();
+            assert!(e.0.contains("--features otel"), "{e}");
+        }
+        assert!(resolved("").unwrap().otel.is_none());
     }
 
     #[test]

@@ -17,6 +17,8 @@ mod convert;
 pub mod demo;
 mod listen;
 mod logging;
+#[cfg(feature = "otel")]
+mod otel;
 mod run;
 mod schema_files;
 

@@ -35,6 +35,18 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         )
         .map_err(|e| ConfigError(e.to_string()))?;
         let methods = schema.methods().count();
+        #[cfg(feature = "otel")]
+        let mut resolved = resolved;
+        #[cfg(feature = "otel")]
+        let exporter = match &resolved.otel {
+            Some(otel) => {
+                let (exporter, tracer) = crate::otel::Exporter::start(otel)?;
+                tracing::info!(endpoint = %otel.endpoint, "spans exported over OTLP/gRPC");
+                resolved.edge.tracer = Some(tracer);
+                Some(exporter)
+            }
+            None => None,
+        };
         let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge).map_err(|e| ConfigError(e.to_string()))?);
         // Bound last: every configuration error is reported before a port opens.
         let listeners = resolved.listen.bind()?;
@@ -62,6 +74,12 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         main_done.send_replace(true);
         for admin in admins {
             let _ = admin.await;
+        }
+        // The spans still batched go out before the process ends (the shutdown blocks, so
+        // off the runtime's thread).
+        #[cfg(feature = "otel")]
+        if let Some(exporter) = exporter {
+            let _ = tokio::task::spawn_blocking(move || exporter.shutdown()).await;
         }
         Ok(())
     })

@@ -1132,3 +1132,171 @@ fn the_access_log_has_a_line_per_request() {
     gw.sigterm();
     assert!(gw.wait_exit().success());
 }
+
+/// OpenTelemetry export (`--features otel`): a request's server span, child of the client's
+/// `traceparent`, and its upstream call's client span reach an OTLP/gRPC receiver on port 0,
+/// with the semantic conventions' attributes; the upstream is sent the call span's context.
+#[cfg(feature = "otel")]
+#[test]
+fn otel_spans_reach_the_collector_and_the_trace_context_the_upstream() {
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+        TraceService, TraceServiceServer,
+    };
+    use opentelemetry_proto::tonic::collector::trace::v1::{
+        ExportTraceServiceRequest, ExportTraceServiceResponse,
+    };
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    use opentelemetry_proto::tonic::trace::v1::Span;
+
+    #[derive(Clone, Default)]
+    struct Receiver(Arc<Mutex<Vec<Span>>>);
+
+    #[tonic::async_trait]
+    impl TraceService for Receiver {
+        async fn export(
+            &self,
+            request: tonic::Request<ExportTraceServiceRequest>,
+        ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+            let spans = request
+                .into_inner()
+                .resource_spans
+                .into_iter()
+                .flat_map(|r| r.scope_spans)
+                .flat_map(|s| s.spans);
+            self.0.lock().unwrap().extend(spans);
+            Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+        }
+    }
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // The collector.
+    let receiver = Receiver::default();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let collector = listener.local_addr().unwrap();
+    let service = TraceServiceServer::new(receiver.clone());
+    rt.spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    // An upstream that keeps the traceparent it was sent and answers an empty Order.
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let upstream = listener.local_addr().unwrap();
+    let keep = seen.clone();
+    rt.spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let keep = keep.clone();
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                while let Some(Ok((request, mut respond))) = conn.accept().await {
+                    if let Some(tp) = request.headers().get("traceparent") {
+                        keep.lock().unwrap().push(tp.to_str().unwrap().to_owned());
+                    }
+                    let head = http::Response::builder()
+                        .header("content-type", "application/grpc")
+                        .body(())
+                        .unwrap();
+                    let Ok(mut send) = respond.send_response(head, false) else {
+                        return;
+                    };
+                    let _ = send.send_data(Bytes::from_static(&[0, 0, 0, 0, 0]), false);
+                    let mut trailers = http::HeaderMap::new();
+                    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                    let _ = send.send_trailers(trailers);
+                }
+            });
+        }
+    });
+
+    let scratch = Scratch::new("otel");
+    let config = scratch.file(
+        "protogate.toml",
+        &format!("[otel]\nendpoint = \"http://{collector}\"\nservice_name = \"edge-under-test\"\n"),
+    );
+    let upstream_url = format!("http://{upstream}");
+    let proto = format!("{PROTO_DIR}/demo/v1/shop.proto");
+    let mut gw = Proc::spawn(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        &config,
+        "--upstream",
+        &upstream_url,
+        "--proto",
+        &proto,
+    ]);
+    let addr = gw.addr();
+    const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+    const PARENT: &str = "b7ad6b7169203331";
+    let mut s = TcpStream::connect_timeout(&addr, DEADLINE).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let body = br#"{"id": "2"}"#;
+    let head = format!(
+        "POST /demo.shop.v1.Shop/GetOrder HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         traceparent: 00-{TRACE}-{PARENT}-01\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // The batch goes out at the latest when the gateway stops.
+    gw.sigterm();
+    assert!(gw.wait_exit().success(), "{}", gw.log().join("\n"));
+    let spans = eventually("the spans at the collector", || {
+        let spans = receiver.0.lock().unwrap().clone();
+        (spans.len() >= 2).then_some(spans)
+    })
+    .unwrap_or_else(|| panic!("no spans; log:\n{}", gw.log().join("\n")));
+    let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let attr = |span: &Span, key: &str| {
+        span.attributes
+            .iter()
+            .find(|a| a.key == key)
+            .and_then(|a| a.value.as_ref()?.value.clone())
+    };
+    let string = |s: &str| Some(Value::StringValue(s.into()));
+    let server = spans.iter().find(|s| s.kind == 2).expect("a server span");
+    let client = spans.iter().find(|s| s.kind == 3).expect("a client span");
+    assert_eq!(hex(&server.trace_id), TRACE);
+    assert_eq!(hex(&server.parent_span_id), PARENT);
+    assert_eq!(server.name, "POST demo.shop.v1.Shop/GetOrder");
+    assert_eq!(attr(server, "http.request.method"), string("POST"));
+    assert_eq!(
+        attr(server, "url.path"),
+        string("/demo.shop.v1.Shop/GetOrder")
+    );
+    assert_eq!(
+        attr(server, "http.response.status_code"),
+        Some(Value::IntValue(200))
+    );
+    assert_eq!(attr(server, "rpc.service"), string("demo.shop.v1.Shop"));
+    assert_eq!(attr(server, "rpc.method"), string("GetOrder"));
+    assert_eq!(
+        attr(server, "rpc.grpc.status_code"),
+        Some(Value::IntValue(0))
+    );
+    assert_eq!(hex(&client.trace_id), TRACE);
+    assert_eq!(client.parent_span_id, server.span_id);
+    assert_eq!(client.name, "demo.shop.v1.Shop/GetOrder");
+    assert_eq!(attr(client, "rpc.system"), string("grpc"));
+    assert_eq!(attr(client, "server.address"), string("127.0.0.1"));
+    assert_eq!(
+        attr(client, "server.port"),
+        Some(Value::IntValue(i64::from(upstream.port())))
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [format!("00-{TRACE}-{}-01", hex(&client.span_id))]
+    );
+}

@@ -81,6 +81,10 @@ struct RequestCtx<'a> {
     ticket: Option<Ticket>,
     /// How long the upstream took to answer (or fail), once it was called.
     upstream_latency: Option<Duration>,
+    /// The request's span, when tracing (until the outcome takes it).
+    span: Option<Box<dyn crate::trace::Span>>,
+    /// The upstream call's span, from the call until its answer (a stream's: its end).
+    call_span: Option<Box<dyn crate::trace::Span>>,
     /// The request in flight until the answer takes it (a streamed answer's body keeps it);
     /// a request dropped before its answer (its client left) is recorded from here as 499.
     finish: Option<Finish>,
@@ -92,6 +96,38 @@ impl RequestCtx<'_> {
             .as_mut()
             .ok_or_else(|| EdgeError::Internal("a request served without admission".into()))
     }
+
+    /// The outcome of the request, taking its spans along to end with it.
+    fn outcome(&mut self, status: StatusCode, grpc_code: Code) -> Outcome {
+        let mut outcome = Outcome::of(self, status, grpc_code);
+        if self.span.is_some() {
+            outcome.spans = Some(Box::new((self.span.take(), self.call_span.take())));
+        }
+        outcome
+    }
+
+    /// The metadata that goes upstream with the call: the client's (`upstream_metadata`) and,
+    /// when tracing, the trace context of the call's span, which starts here.
+    fn upstream_metadata(&mut self, upstreams: &Upstreams) -> Result<HeaderMap, EdgeError> {
+        let mut metadata = upstream_metadata(&self.head.headers, self.made_request_id.as_ref())?;
+        if let (Some(span), Some(method)) = (&self.span, self.method) {
+            let upstream = upstreams.uri(&method.service).unwrap_or("-");
+            let upstream = upstream.split_once("://").map_or(upstream, |(_, a)| a);
+            self.call_span = Some(span.upstream_call(&method.full_name, upstream, &mut metadata));
+        }
+        Ok(metadata)
+    }
+
+    /// A unary call's answer came (or its failure): its span ends.
+    fn end_call(&mut self, code: Code) {
+        if let Some(span) = self.call_span.take() {
+            span.end(&crate::trace::End {
+                method: self.method.map(|m| &*m.full_name),
+                http_status: None,
+                grpc_code: code,
+            });
+        }
+    }
 }
 
 impl Drop for RequestCtx<'_> {
@@ -99,11 +135,7 @@ impl Drop for RequestCtx<'_> {
         if let Some(mut finish) = self.finish.take()
             && finish.outcome.is_none()
         {
-            finish.outcome = Some(Outcome::of(
-                self,
-                Code::Cancelled.http_status(),
-                Code::Cancelled,
-            ));
+            finish.outcome = Some(self.outcome(Code::Cancelled.http_status(), Code::Cancelled));
         }
     }
 }
@@ -247,6 +279,8 @@ impl Edge {
             stream_end: None,
             ticket: None,
             upstream_latency: None,
+            span: self.config.tracer.as_ref().map(|t| t.request(&head)),
+            call_span: None,
             finish: Some(Finish {
                 edge: Arc::clone(&self),
                 outcome: None,
@@ -283,7 +317,7 @@ impl Edge {
         }
         self.compress(&head.headers, &mut response);
         let status = response.status();
-        let outcome = Outcome::of(&ctx, status, code);
+        let outcome = ctx.outcome(status, code);
         if let Some(ticket) = ctx.ticket.take() {
             response.body_mut().hold(ticket);
         }
@@ -347,10 +381,8 @@ impl Edge {
             StreamingKind::ServerStreaming => {
                 self.server_stream(ctx, head, target, plan, body).await
             }
-            StreamingKind::ClientStreaming => {
-                self.client_stream(ctx, head, target, plan, body).await
-            }
-            StreamingKind::Bidirectional => self.bidi_stream(ctx, head, target, plan, body).await,
+            StreamingKind::ClientStreaming => self.client_stream(ctx, target, plan, body).await,
+            StreamingKind::Bidirectional => self.bidi_stream(ctx, target, plan, body).await,
         }
     }
 

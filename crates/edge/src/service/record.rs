@@ -92,7 +92,14 @@ pub(super) struct Outcome {
     pub(super) fallback: bool,
     /// What the access log adds, when it is on.
     pub(super) access: Option<Box<Access>>,
+    /// The request's span and its upstream call's (a stream's, still open), when tracing.
+    pub(super) spans: Option<Box<Spans>>,
 }
+
+pub(super) type Spans = (
+    Option<Box<dyn crate::trace::Span>>,
+    Option<Box<dyn crate::trace::Span>>,
+);
 
 /// An access log line's fields beyond the outcome's.
 pub(super) struct Access {
@@ -135,6 +142,29 @@ impl Outcome {
             stream_end: ctx.stream_end.clone(),
             start: ctx.start,
             user_agent: ctx.client.user_agent.clone(),
+            spans: None,
+        }
+    }
+
+    /// Ends the spans with the outcome: the upstream call's (a stream's) first.
+    fn end_spans(&mut self) {
+        let Some(spans) = self.spans.take() else {
+            return;
+        };
+        let (request, call) = *spans;
+        let end = crate::trace::End {
+            method: self.method.as_deref(),
+            http_status: None,
+            grpc_code: self.grpc_code,
+        };
+        if let Some(call) = call {
+            call.end(&end);
+        }
+        if let Some(request) = request {
+            request.end(&crate::trace::End {
+                http_status: Some(self.status.as_u16()),
+                ..end
+            });
         }
     }
 }
@@ -142,8 +172,9 @@ impl Outcome {
 impl Drop for Finish {
     fn drop(&mut self) {
         // Recorded before it leaves the gauge: in-flight 0 means counted.
-        if let Some(outcome) = self.outcome.take() {
+        if let Some(mut outcome) = self.outcome.take() {
             self.edge.record(&outcome);
+            outcome.end_spans();
         }
         self.edge.metrics.in_flight.dec();
     }

@@ -92,7 +92,7 @@ impl Edge {
             &method.service,
             &method.path,
             futures_util::stream::iter([Some(message)]),
-            upstream_metadata(&head.headers, ctx.made_request_id.as_ref())?,
+            ctx.upstream_metadata(&self.upstreams)?,
             timeout,
         );
         let (opened, latency) = self.call_upstream(method, timeout, sent, call).await;
@@ -117,7 +117,6 @@ impl Edge {
     pub(super) async fn client_stream<'s, B>(
         self: &'s Arc<Self>,
         ctx: &mut RequestCtx<'s>,
-        head: &http::request::Parts,
         target: Binding<'s, '_>,
         plan: Plan,
         body: B,
@@ -132,7 +131,7 @@ impl Edge {
             &method.service,
             &method.path,
             requests,
-            upstream_metadata(&head.headers, ctx.made_request_id.as_ref())?,
+            ctx.upstream_metadata(&self.upstreams)?,
             plan.deadline,
         );
         let call = self.call_upstream(method, plan.deadline, None, call);
@@ -163,7 +162,6 @@ impl Edge {
     pub(super) async fn bidi_stream<'s, B>(
         self: &'s Arc<Self>,
         ctx: &mut RequestCtx<'s>,
-        head: &http::request::Parts,
         target: Binding<'s, '_>,
         plan: Plan,
         body: B,
@@ -185,7 +183,7 @@ impl Edge {
             &method.service,
             &method.path,
             requests,
-            upstream_metadata(&head.headers, ctx.made_request_id.as_ref())?,
+            ctx.upstream_metadata(&self.upstreams)?,
             plan.deadline,
         );
         let call = self.call_upstream(method, plan.deadline, None, call);

@@ -90,7 +90,7 @@ impl Edge {
             .await?;
 
         // call_upstream
-        let metadata = upstream_metadata(&head.headers, ctx.made_request_id.as_ref())?;
+        let metadata = ctx.upstream_metadata(&self.upstreams)?;
         // A pass-through body is kept (a reference count, no copy) to diagnose a failure;
         // bodies the gateway encoded itself are well-formed and need not be kept.
         let sent = (plan.request == Format::Protobuf).then(|| message.clone());
@@ -101,6 +101,10 @@ impl Edge {
             .unary(&method.service, &method.path, message, metadata, timeout);
         let (answer, latency) = self.call_upstream(method, Some(timeout), sent, call).await;
         ctx.upstream_latency = Some(latency);
+        ctx.end_call(match &answer {
+            Ok(_) => Code::Ok,
+            Err(e) => e.code_and_status().0,
+        });
         let (answer, _) = answer?;
         let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
         response

@@ -223,6 +223,11 @@ impl Upstreams {
         })
     }
 
+    /// The URI of `service`'s upstream.
+    pub fn uri(&self, service: &str) -> Option<&str> {
+        self.route(service).ok().map(|r| r.uri.as_str())
+    }
+
     /// The services given an upstream of their own.
     pub fn services(&self) -> impl Iterator<Item = &str> {
         self.by_service.keys().map(String::as_str)
