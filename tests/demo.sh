@@ -30,10 +30,12 @@ expect=(
   '^\{"id":"2",.*"SHIPPED"'                     # protobuf in, JSON out
   '^\{"id":"1","customerId":"42"'               # REST GET with a path variable
   '^\{"orders":\[\{"id":"1"'                     # REST GET with a query parameter
+  'deprecation: @[0-9]+.*sunset: .* GMT.*link: <https://protobuf.dev/.*rel="sunset"'  # JSON sunset headers
   '^\{"id":"1",.*\} \{"id":'                    # NDJSON stream: one order per line
   'vary: .*Accept-Encoding.*content-encoding: (zstd|br|gzip|deflate)'  # a compressed answer
   '"openapi":"3.1'                              # OpenAPI document
   'protogate_downgrades_total\{method="demo.shop.v1.Shop/GetOrder",reason="json_requested"\} [1-9]'
+  '"method":"demo.shop.v1.Shop.GetOrder"'      # the migration report
 )
 
 passed=0 failed=0 i=0

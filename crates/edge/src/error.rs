@@ -143,6 +143,13 @@ pub enum EdgeError {
     Internal(String),
     /// Refused at once because a limit was reached (503 with `Retry-After`).
     Shed(crate::admission::ShedReason),
+    /// JSON on a method whose JSON is past its sunset or in a brownout (`[[json_sunset]]`):
+    /// 406, or 415 when the body was JSON; rendered in JSON whatever was asked.
+    JsonRefused {
+        /// Names the method, the dates and the link.
+        message: String,
+        json_body: bool,
+    },
 }
 
 /// A gRPC error the upstream answered with.
@@ -182,6 +189,14 @@ impl EdgeError {
             BadUpstreamAnswer(_) => (Code::Internal, StatusCode::BAD_GATEWAY),
             Internal(_) => (Code::Internal, StatusCode::INTERNAL_SERVER_ERROR),
             Shed(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
+            JsonRefused { json_body, .. } => (
+                Code::FailedPrecondition,
+                if *json_body {
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE
+                } else {
+                    StatusCode::NOT_ACCEPTABLE
+                },
+            ),
         }
     }
 
@@ -203,7 +218,8 @@ impl fmt::Display for EdgeError {
             | NotAcceptable(m)
             | Unavailable(m)
             | BadUpstreamAnswer(m)
-            | Internal(m) => f.write_str(m),
+            | Internal(m)
+            | JsonRefused { message: m, .. } => f.write_str(m),
             UnknownMethod(what) => write!(f, "no method or HTTP rule for {what}"),
             MethodNotAllowed { what, allow } => write!(f, "{what} accepts {allow} only"),
             HeadTooLarge { limit } => {
@@ -252,6 +268,8 @@ pub enum SetupError {
     PathTaken { path: &'static str, rule: String },
     /// The CORS settings cannot work, and why.
     Cors(String),
+    /// A `[[json_sunset]]` rule that cannot work (or two that tie on a method).
+    Sunset(crate::migration::PolicyError),
 }
 
 impl fmt::Display for SetupError {
@@ -269,6 +287,7 @@ impl fmt::Display for SetupError {
                 "the HTTP rule {rule} takes {path}, which the gateway answers itself on the same listener (set admin_listen to move /healthz, /readyz and /metrics off the main listener)"
             ),
             SetupError::Cors(why) => f.write_str(why),
+            SetupError::Sunset(e) => write!(f, "{e}"),
             SetupError::NoStatus => f.write_str(
                 "the schema lacks google.rpc.Status and the bundled copy could not be added",
             ),

@@ -107,6 +107,10 @@ pub struct EdgeConfig {
     pub cors: Option<cors::CorsConfig>,
     /// Answers compressed by `Accept-Encoding` (default off).
     pub compression: coding::CompressionConfig,
+    /// Who still speaks JSON: the bound of the client table, the header naming clients.
+    pub migration: migration::MigrationConfig,
+    /// JSON sunset rules (`[[json_sunset]]`): deprecation headers, brownouts, refusal.
+    pub json_sunset: Vec<migration::SunsetRule>,
     /// Spans of requests and upstream calls, for distributed tracing (default none).
     pub tracer: Option<std::sync::Arc<dyn trace::Tracer>>,
     /// HTTP rules beside the schema's `google.api.http` annotations; a rule here replaces the
@@ -144,6 +148,8 @@ impl Default for EdgeConfig {
             cors: None,
             compression: coding::CompressionConfig::default(),
             tracer: None,
+            migration: migration::MigrationConfig::default(),
+            json_sunset: Vec::new(),
             http_rules: Vec::new(),
             unknown_query: transcode::rest::UnknownQuery::Reject,
             max_stream_bytes: 64 * 1024 * 1024,

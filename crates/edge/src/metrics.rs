@@ -44,6 +44,13 @@ pub struct DowngradeLabels {
     pub reason: &'static str,
 }
 
+/// `protogate_json_refused_total`: by method and `sunset` / `brownout`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabels {
+    pub method: MethodName,
+    pub reason: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ShedLabels {
     /// `concurrency`, `upstream_concurrency`, `memory` or `connections`.
@@ -66,6 +73,8 @@ pub struct Metrics {
     pub request_bytes_held: Gauge,
     /// Client connections open.
     pub connections: Gauge,
+    /// Requests refused by a JSON sunset rule.
+    pub json_refused: Family<RefusedLabels, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -130,7 +139,14 @@ impl Metrics {
             "Client connections open",
             connections.clone(),
         );
+        let json_refused = Family::<RefusedLabels, Counter>::default();
+        registry.register(
+            "protogate_json_refused",
+            "Requests refused because JSON on their method is past its sunset or in a brownout, by method and reason",
+            json_refused.clone(),
+        );
         Metrics {
+            json_refused,
             registry,
             shed,
             request_bytes_held,

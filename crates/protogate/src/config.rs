@@ -67,6 +67,19 @@ impl std::error::Error for ConfigError {}
 /// protobuf = false                           # compress protobuf answers too
 /// upstream_compression = "none"              # "gzip": requests to upstreams compressed
 ///
+/// client_id_header = "x-app-name"            # names clients after x-client-id
+///
+/// [migration]
+/// max_clients = 1000                         # (method, client) rows in the migration report
+///
+/// [[json_sunset]]                            # ending JSON, per method, service or package
+/// selector = "demo.shop.v1.Shop.*"
+/// deprecation = "2027-01-01T00:00:00Z"       # JSON answers carry Deprecation from then on
+/// sunset = "2027-06-30T00:00:00Z"            # Sunset header; after it JSON is refused
+/// link = "https://wiki.example/protobuf-migration"
+/// brownouts = ["2027-05-01T10:00:00Z/PT1H"]  # windows where JSON is refused already
+/// exempt_clients = ["legacy-billing"]
+///
 /// [otel]                                     # OpenTelemetry export (built with --features otel)
 /// endpoint = "http://127.0.0.1:4317"         # an OTLP/gRPC collector
 /// service_name = "protogate"
@@ -125,6 +138,10 @@ pub struct FileConfig {
     pub compression: Option<CompressionFileConfig>,
     pub upstream_compression: Option<UpstreamCompression>,
     pub otel: Option<OtelFileConfig>,
+    pub client_id_header: Option<String>,
+    pub migration: Option<MigrationFileConfig>,
+    #[serde(default)]
+    pub json_sunset: Vec<SunsetFileRule>,
     pub worker_threads: Option<usize>,
     pub unknown_query_parameters: Option<UnknownQueryConfig>,
     #[serde(default)]
@@ -163,6 +180,53 @@ pub struct CompressionFileConfig {
 pub enum LevelConfig {
     Number(u32),
     Name(String),
+}
+
+/// `[migration]`: the migration report's bounds.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigrationFileConfig {
+    pub max_clients: Option<usize>,
+}
+
+/// One `[[json_sunset]]` rule, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SunsetFileRule {
+    pub selector: String,
+    pub deprecation: Option<String>,
+    pub sunset: Option<String>,
+    pub link: Option<String>,
+    #[serde(default)]
+    pub brownouts: Vec<String>,
+    #[serde(default)]
+    pub exempt_clients: Vec<String>,
+}
+
+impl SunsetFileRule {
+    fn resolve(self) -> Result<edge::migration::SunsetRule, ConfigError> {
+        use edge::migration::{parse_brownout, parse_time};
+        let selector = self.selector;
+        let fail = |key: &str, e: &dyn fmt::Display| {
+            ConfigError(format!("json_sunset {selector:?}: {key}: {e}"))
+        };
+        let time = |key: &str, text: Option<String>| {
+            text.map(|t| parse_time(&t).map_err(|e| fail(key, &e)))
+                .transpose()
+        };
+        Ok(edge::migration::SunsetRule {
+            deprecation: time("deprecation", self.deprecation)?,
+            sunset: time("sunset", self.sunset)?,
+            link: self.link,
+            brownouts: self
+                .brownouts
+                .iter()
+                .map(|b| parse_brownout(b).map_err(|e| fail("brownouts", &e)))
+                .collect::<Result<_, _>>()?,
+            exempt_clients: self.exempt_clients,
+            selector,
+        })
+    }
 }
 
 /// `[otel]`: OpenTelemetry export.
@@ -555,6 +619,27 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             .transpose()?
             .unwrap_or_default(),
         tracer: None,
+        migration: edge::migration::MigrationConfig {
+            max_clients: file
+                .migration
+                .as_ref()
+                .and_then(|m| m.max_clients)
+                .unwrap_or(edge::migration::DEFAULT_MAX_CLIENTS),
+            client_id_header: file
+                .client_id_header
+                .as_deref()
+                .map(|h| {
+                    http_header_name(h).ok_or_else(|| {
+                        ConfigError(format!("client_id_header {h:?} is not a header name"))
+                    })
+                })
+                .transpose()?,
+        },
+        json_sunset: file
+            .json_sunset
+            .into_iter()
+            .map(SunsetFileRule::resolve)
+            .collect::<Result<_, _>>()?,
         http_rules,
         unknown_query: file
             .unknown_query_parameters
@@ -638,7 +723,12 @@ fn check_upstream_uri(uri: &str) -> Result<(), ConfigError> {
 }
 
 mod http_uri {
-    pub use tonic::codegen::http::Uri;
+    pub use tonic::codegen::http::{HeaderName, Uri};
+}
+
+/// A header name as configured (any case; stored lowercase).
+fn http_header_name(name: &str) -> Option<http_uri::HeaderName> {
+    http_uri::HeaderName::from_bytes(name.trim().to_ascii_lowercase().as_bytes()).ok()
 }
 
 /// `500ms`, `2s`, `1.5s`, `5m`, `1h`; a bare number is seconds; `0` is zero.

@@ -361,6 +361,18 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
                 enabled: true,
                 ..Default::default()
             },
+            // JSON on ListOrders is deprecated from now, ending in 180 days: its JSON answers
+            // carry Deprecation, Sunset and Link (the migration page shows the policy).
+            json_sunset: vec![edge::migration::SunsetRule {
+                selector: "demo.shop.v1.Shop.ListOrders".into(),
+                deprecation: Some(std::time::SystemTime::now()),
+                sunset: Some(
+                    std::time::SystemTime::now() + std::time::Duration::from_secs(180 * 24 * 3600),
+                ),
+                link: Some("https://protobuf.dev/programming-guides/proto3/".into()),
+                brownouts: Vec::new(),
+                exempt_clients: Vec::new(),
+            }],
             ..Default::default()
         };
         let upstreams = edge::Upstreams::new(
@@ -449,6 +461,9 @@ printf '\010\002' | curl -s --data-binary @- -H 'content-type: application/x-pro
 curl -s http://{addr}/v1/orders/1; echo
 curl -s 'http://{addr}/v1/customers/42/orders?pageSize=1'; echo
 
+# JSON sunset: ListOrders' JSON is deprecated (ends in 180 days); its JSON answers say so
+curl -s -i 'http://{addr}/v1/customers/42/orders?pageSize=1' | grep -i -e '^deprecation' -e '^sunset' -e '^link'
+
 # A server stream, one NDJSON line per order as it arrives (or: accept text/event-stream)
 curl -s -H 'accept: application/x-ndjson' http://{addr}/v1/customers/42/orders:watch
 
@@ -460,6 +475,9 @@ curl -s http://{addr}/openapi.json | grep -o '"openapi":"[0-9.]*"\|"/v1/[^"]*"' 
 
 # Metrics: every downgrade is counted
 curl -s http://{addr}/metrics | grep '^protogate_downgrades_total'
+
+# Who still speaks JSON, what it costs, when it ends: open http://{addr}/admin/migration in a browser, or
+curl -s http://{addr}/admin/migration.json | grep -o '"method":"[^"]*"' | sort -u
 
 Stop with Ctrl-C.
 "#

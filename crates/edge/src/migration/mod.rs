@@ -53,6 +53,24 @@
 //! ```
 //! The JSON document's fields are listed in `page.rs`.
 
+/// The `[migration]` settings and the client header, for [`crate::EdgeConfig`].
+#[derive(Debug, Clone)]
+pub struct MigrationConfig {
+    /// (method, client) rows kept in the whole gateway (default [`DEFAULT_MAX_CLIENTS`]).
+    pub max_clients: usize,
+    /// A header naming the client, read after `x-client-id` (`client_id_header`).
+    pub client_id_header: Option<http::HeaderName>,
+}
+
+impl Default for MigrationConfig {
+    fn default() -> MigrationConfig {
+        MigrationConfig {
+            max_clients: DEFAULT_MAX_CLIENTS,
+            client_id_header: None,
+        }
+    }
+}
+
 mod client;
 mod dates;
 mod page;

@@ -128,6 +128,18 @@ pub struct Conversion {
     pub elapsed: Duration,
 }
 
+impl Conversion {
+    /// Protobuf passed through: `len` bytes on both sides, no conversion time.
+    pub fn passed_through(len: usize) -> Conversion {
+        Conversion {
+            format: Format::Protobuf,
+            protobuf_bytes: len,
+            format_bytes: len,
+            elapsed: Duration::ZERO,
+        }
+    }
+}
+
 /// Which way a conversion went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {

@@ -1,12 +1,23 @@
-//! The gateway's own endpoints: `/healthz`, `/readyz`, `/metrics` (the admin endpoints: on
-//! the admin listener when there is one, else on the main one) and `/openapi.json` (always on
+//! The gateway's own endpoints: `/healthz`, `/readyz`, `/metrics`, `/admin/migration` and
+//! `/admin/migration.json` (the admin endpoints: on the admin listener when there is one,
+//! else on the main one) and `/openapi.json` (always on
 //! the main one). GET and HEAD only; answered before routing, so a REST rule may not take one
 //! of their paths on the same listener (`Edge::new` refuses it).
 
 use super::*;
 
 /// The admin endpoints' paths.
-pub(crate) const ADMIN_PATHS: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+pub(crate) const ADMIN_PATHS: [&str; 5] = [
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    MIGRATION_PAGE,
+    MIGRATION_JSON,
+];
+/// The migration report as a page, and as JSON for scripts and `protogate report`; both take
+/// `?method=GLOB` (`demo.shop.v1.Shop.*`).
+const MIGRATION_PAGE: &str = "/admin/migration";
+const MIGRATION_JSON: &str = "/admin/migration.json";
 /// The API description, on the main listener.
 pub(crate) const OPENAPI_PATH: &str = "/openapi.json";
 
@@ -73,6 +84,35 @@ impl Edge {
                 Bytes::from_static(b"ok\n"),
             ),
             "/readyz" => self.readyz().await,
+            MIGRATION_PAGE | MIGRATION_JSON => {
+                let glob = method_glob(req.uri().query());
+                let report = self.migration.report(
+                    &self.sunset,
+                    glob.as_deref(),
+                    std::time::SystemTime::now(),
+                );
+                if path == MIGRATION_PAGE {
+                    let mut page = plain(
+                        StatusCode::OK,
+                        "text/html; charset=utf-8",
+                        Bytes::from(crate::migration::render_html(&report)),
+                    );
+                    // The page is self-contained and has no script: nothing may load from elsewhere or run.
+                    page.headers_mut().insert(
+                        header::CONTENT_SECURITY_POLICY,
+                        HeaderValue::from_static(
+                            "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+                        ),
+                    );
+                    page
+                } else {
+                    plain(
+                        StatusCode::OK,
+                        transcode::media::JSON[0],
+                        Bytes::from(crate::migration::render_json(&report)),
+                    )
+                }
+            }
             _ => plain(
                 StatusCode::OK,
                 crate::metrics::CONTENT_TYPE,
@@ -109,6 +149,35 @@ impl Edge {
     }
 }
 
+/// The `method` query parameter (percent-decoded; `+` is a space), if any.
+fn method_glob(query: Option<&str>) -> Option<String> {
+    let value = query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("method="))?;
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok().filter(|s| !s.is_empty())
+}
+
 /// 405 with `Allow: GET, HEAD` for any other method (hyper sends no body for HEAD).
 fn only_get<B>(req: &Request<B>) -> Option<Response<ResponseBody>> {
     if matches!(*req.method(), http::Method::GET | http::Method::HEAD) {
@@ -122,4 +191,24 @@ fn only_get<B>(req: &Request<B>) -> Option<Response<ResponseBody>> {
     r.headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
     Some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::method_glob;
+
+    #[test]
+    fn the_method_parameter_is_decoded() {
+        assert_eq!(method_glob(None), None);
+        assert_eq!(method_glob(Some("x=1")), None);
+        assert_eq!(method_glob(Some("method=")), None);
+        assert_eq!(
+            method_glob(Some("a=b&method=demo.shop.v1.Shop.%2A")).as_deref(),
+            Some("demo.shop.v1.Shop.*")
+        );
+        assert_eq!(method_glob(Some("method=a%2Fb")).as_deref(), Some("a/b"));
+        assert_eq!(method_glob(Some("method=%zz%4")).as_deref(), Some("%zz%4"));
+        // Not UTF-8 once decoded: no filter.
+        assert_eq!(method_glob(Some("method=%ff")), None);
+    }
 }

@@ -23,6 +23,10 @@ use crate::coding::decode::{Decoded, request_coding};
 use crate::downgrade::{Client, Downgrade, DowngradeLog, Reason};
 use crate::error::{Code, EdgeError, SetupError};
 use crate::metrics::{DowngradeLabels, MethodLabels, MethodName, Metrics, RequestLabels};
+use crate::migration::{
+    ClientId, Conversion, DeprecationHeaders, Direction, DowngradeSet, Finished, JsonDecision,
+    SunsetPolicy, Tracker, Verdict,
+};
 use crate::negotiate;
 use crate::upstream::Upstreams;
 
@@ -58,6 +62,10 @@ pub struct Edge {
     openapi: Bytes,
     /// CORS, when configured.
     cors: Option<crate::cors::Cors>,
+    /// Who speaks which format to which method, and what it costs (`/admin/migration`).
+    migration: Tracker,
+    /// The JSON sunset rules.
+    sunset: SunsetPolicy,
     /// Set when the shutdown begins: `/readyz` answers 503 and HTTP/1.1 answers close their
     /// connection.
     draining: std::sync::atomic::AtomicBool,
@@ -85,9 +93,22 @@ struct RequestCtx<'a> {
     span: Option<Box<dyn crate::trace::Span>>,
     /// The upstream call's span, from the call until its answer (a stream's: its end).
     call_span: Option<Box<dyn crate::trace::Span>>,
+    /// What the migration report and the sunset policy note of the request.
+    noted: Noted<'a>,
     /// The request in flight until the answer takes it (a streamed answer's body keeps it);
     /// a request dropped before its answer (its client left) is recorded from here as 499.
     finish: Option<Finish>,
+}
+
+/// A request's share of the migration report: the sunset policy's verdict (and its headers
+/// for the answer), the unknown fields its answer dropped, the conversions and their costs.
+#[derive(Default)]
+struct Noted<'a> {
+    verdict: Verdict,
+    sunset_headers: Option<&'a DeprecationHeaders>,
+    dropped: Vec<transcode::UnknownField>,
+    request_conversion: Option<Conversion>,
+    answer_conversion: Option<Conversion>,
 }
 
 impl RequestCtx<'_> {
@@ -186,6 +207,12 @@ impl Edge {
             };
             return Err(SetupError::PathTaken { path, rule });
         }
+        let sunset = SunsetPolicy::new(config.json_sunset.clone()).map_err(SetupError::Sunset)?;
+        // Two equally specific rules on one method are refused now, not met by a request.
+        sunset
+            .effective(schema.methods().map(|m| &*m.full_name))
+            .map_err(SetupError::Sunset)?;
+        let migration = Tracker::new(config.migration.max_clients);
         let cors = config
             .cors
             .clone()
@@ -212,6 +239,8 @@ impl Edge {
             openapi,
             draining: std::sync::atomic::AtomicBool::new(false),
             cors,
+            migration,
+            sunset,
         })
     }
 
@@ -281,6 +310,7 @@ impl Edge {
             upstream_latency: None,
             span: self.config.tracer.as_ref().map(|t| t.request(&head)),
             call_span: None,
+            noted: Noted::default(),
             finish: Some(Finish {
                 edge: Arc::clone(&self),
                 outcome: None,
@@ -315,6 +345,10 @@ impl Edge {
         {
             response.headers_mut().insert(X_REQUEST_ID, id);
         }
+        if let Some(sunset) = ctx.noted.sunset_headers {
+            sunset.apply(response.headers_mut());
+        }
+        self.note_migration(&mut ctx);
         self.compress(&head.headers, &mut response);
         let status = response.status();
         let outcome = ctx.outcome(status, code);
@@ -366,6 +400,7 @@ impl Edge {
         ctx.ticket = Some(ticket);
         let mut plan = self.negotiate(head, target)?;
         ctx.plan = Some(plan);
+        self.json_sunset(ctx, plan)?;
         plan.deadline = self.deadline(head, plan)?;
         ctx.plan = Some(plan);
         // A compressed body is decoded as it arrives; the limits apply to the decoded bytes.
@@ -417,6 +452,105 @@ impl Edge {
         response.headers_mut().remove(header::CONTENT_TYPE);
         cors.preflight(origin, &methods, response.headers_mut());
         Some(response)
+    }
+
+    /// The JSON sunset policy for a request with JSON on either side: nothing before a
+    /// rule's deprecation; the deprecation headers (and a `json_deprecated` downgrade) until
+    /// its sunset; a refusal in a brownout and after the sunset (an exempt client is served
+    /// with the headers).
+    fn json_sunset<'s>(&'s self, ctx: &mut RequestCtx<'s>, plan: Plan) -> Result<(), EdgeError> {
+        let json_body = plan.body_type == Some(Format::Json);
+        if self.sunset.is_empty() || !(plan.response == Format::Json || json_body) {
+            return Ok(());
+        }
+        let Some(method) = ctx.method else {
+            return Ok(());
+        };
+        let client = ClientId::from_request(
+            &ctx.head.headers,
+            self.config.migration.client_id_header.as_ref(),
+            None,
+        );
+        let decision = self.sunset.decide(
+            &method.full_name,
+            std::time::SystemTime::now(),
+            client.name(),
+        );
+        ctx.noted.verdict = decision.verdict();
+        match decision {
+            JsonDecision::Allowed => Ok(()),
+            JsonDecision::Deprecated { headers } => {
+                ctx.noted.sunset_headers = Some(headers);
+                self.metrics
+                    .downgrades
+                    .get_or_create(&DowngradeLabels {
+                        method: MethodName(method.full_name.clone()),
+                        reason: Reason::JsonDeprecated.as_str(),
+                    })
+                    .inc();
+                Ok(())
+            }
+            JsonDecision::Exempt { headers, .. } => {
+                ctx.noted.sunset_headers = Some(headers);
+                Ok(())
+            }
+            JsonDecision::Refused { reason, message } => {
+                self.metrics
+                    .json_refused
+                    .get_or_create(&crate::metrics::RefusedLabels {
+                        method: MethodName(method.full_name.clone()),
+                        reason: reason.as_str(),
+                    })
+                    .inc();
+                Err(EdgeError::JsonRefused { message, json_body })
+            }
+        }
+    }
+
+    /// Counts the request in the migration report, once it had a method and a plan (errors
+    /// included: who sends what matters whatever the answer was).
+    fn note_migration(&self, ctx: &mut RequestCtx<'_>) {
+        let (Some(method), Some(plan)) = (ctx.method, ctx.plan) else {
+            return;
+        };
+        let noted = std::mem::take(&mut ctx.noted);
+        let mut downgrades = DowngradeSet::default();
+        match noted.verdict {
+            // A refusal is a JSON answer (the one it could read).
+            Verdict::Refused(_) => downgrades.insert(Reason::JsonRequested),
+            Verdict::Deprecated => downgrades.insert(Reason::JsonDeprecated),
+            _ => {}
+        }
+        if plan.response == Format::Json {
+            downgrades.insert(if plan.fallback {
+                Reason::AcceptFallback
+            } else {
+                Reason::JsonRequested
+            });
+        }
+        if !noted.dropped.is_empty() {
+            downgrades.insert(Reason::UnknownFields);
+        }
+        let refused = matches!(noted.verdict, Verdict::Refused(_));
+        let client = ClientId::from_request(
+            &ctx.head.headers,
+            self.config.migration.client_id_header.as_ref(),
+            None,
+        );
+        self.migration.record(
+            &method.full_name,
+            &client,
+            &Finished {
+                request: plan.request,
+                response: if refused { Format::Json } else { plan.response },
+                downgrades,
+                dropped: &noted.dropped,
+                verdict: noted.verdict,
+                request_conversion: noted.request_conversion,
+                answer_conversion: noted.answer_conversion,
+            },
+            std::time::SystemTime::now(),
+        );
     }
 
     /// Compresses an answer worth compressing in the best coding the client accepts, when

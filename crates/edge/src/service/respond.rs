@@ -79,6 +79,8 @@ impl Edge {
             tracing::debug!(method = ctx.method.map(|m| &*m.full_name), status = status.as_u16(), error = %message, "request rejected");
         }
         let format = match ctx.plan {
+            // The refusal of JSON is answered in JSON: the one format such a client reads.
+            _ if matches!(err, EdgeError::JsonRefused { .. }) => Format::Json,
             Some(plan) => plan.response,
             None => {
                 negotiate::response_format(Format::Json, headers.get(header::ACCEPT), false, true)

@@ -84,9 +84,10 @@ impl Edge {
         let method = target.method;
         let framing = plan.out_framing()?;
         let timeout = plan.deadline;
-        let message = self
+        let (message, conversion) = self
             .decode_request(head, target, plan, body, ctx.ticket()?)
             .await?;
+        ctx.noted.request_conversion = conversion;
         let sent = (plan.request == Format::Protobuf).then(|| message.clone());
         let call = self.upstreams.streaming(
             &method.service,
@@ -549,6 +550,16 @@ impl StreamState {
         }
         let to = self.framing.format();
         if binding.response_passes_through(to) {
+            edge.migration.record_conversion(
+                &self.method.full_name,
+                Direction::Answer,
+                &Conversion {
+                    format: Format::Protobuf,
+                    protobuf_bytes: message.len(),
+                    format_bytes: message.len(),
+                    elapsed: Duration::ZERO,
+                },
+            );
             self.framing.record(self.count, message, out);
             self.count += 1;
             return Ok(());
@@ -564,6 +575,7 @@ impl StreamState {
             separate.reserve(message.len() * 2);
             &mut separate
         };
+        let (start, began) = (rendered.len(), Instant::now());
         let findings = binding
             .response(&edge.schema, to, message, rendered, &edge.transcode)
             .map_err(|e| {
@@ -574,6 +586,16 @@ impl StreamState {
                     to.as_str()
                 ))
             })?;
+        edge.migration.record_conversion(
+            &self.method.full_name,
+            Direction::Answer,
+            &Conversion {
+                format: to,
+                protobuf_bytes: message.len(),
+                format_bytes: if in_place { out.len() } else { separate.len() } - start,
+                elapsed: began.elapsed(),
+            },
+        );
         // Counted per message, logged once per stream: with its first message, and with the
         // first that drops unknown fields.
         let first_loss = findings.dropped_data() && !self.logged_loss;

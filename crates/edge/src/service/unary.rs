@@ -16,7 +16,7 @@ impl Edge {
         plan: Plan,
         body: B,
         ticket: &mut Ticket,
-    ) -> Result<Bytes, EdgeError>
+    ) -> Result<(Bytes, Option<Conversion>), EdgeError>
     where
         B: Body<Data = Bytes> + Unpin,
         B::Error: std::error::Error + Send + Sync + 'static,
@@ -37,7 +37,8 @@ impl Edge {
         // Protobuf goes up as it came, unchecked: checking costs as much as the rest of the
         // pass-through. A malformed body is diagnosed if the upstream fails.
         if target.request_passes_through(plan.request) {
-            return Ok(body);
+            let n = body.len();
+            return Ok((body, Some(Conversion::passed_through(n))));
         }
         let request_body = if target.rule().is_none() {
             RequestBody::Formatted(plan.request, &body)
@@ -59,6 +60,7 @@ impl Edge {
         };
         // Protobuf is smaller than the JSON or MessagePack it came from.
         let mut out = Vec::with_capacity(body.len() + 64);
+        let began = Instant::now();
         target
             .request(
                 &self.schema,
@@ -69,7 +71,13 @@ impl Edge {
                 &mut out,
             )
             .map_err(bad_request)?;
-        Ok(Bytes::from(out))
+        let conversion = Conversion {
+            format: plan.body_type.unwrap_or(plan.request),
+            protobuf_bytes: out.len(),
+            format_bytes: body.len(),
+            elapsed: began.elapsed(),
+        };
+        Ok((Bytes::from(out), Some(conversion)))
     }
 
     pub(super) async fn unary<'s, B>(
@@ -85,9 +93,10 @@ impl Edge {
         B::Error: std::error::Error + Send + Sync + 'static,
     {
         let method = target.method;
-        let message = self
+        let (message, conversion) = self
             .decode_request(head, target, plan, body, ctx.ticket()?)
             .await?;
+        ctx.noted.request_conversion = conversion;
 
         // call_upstream
         let metadata = ctx.upstream_metadata(&self.upstreams)?;
@@ -117,7 +126,7 @@ impl Edge {
     /// raw, for a google.api.HttpBody).
     pub(super) fn encode_response(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &mut RequestCtx<'_>,
         target: Binding<'_, '_>,
         plan: Plan,
         answer: &Bytes,
@@ -130,6 +139,7 @@ impl Edge {
         }
         let to = plan.response;
         if target.response_passes_through(to) {
+            ctx.noted.answer_conversion = Some(Conversion::passed_through(answer.len()));
             return Ok(plain(
                 StatusCode::OK,
                 negotiate::content_type(to),
@@ -137,7 +147,8 @@ impl Edge {
             ));
         }
         let mut out = Vec::with_capacity(answer.len() * 2);
-        let findings = target
+        let began = Instant::now();
+        let mut findings = target
             .response(&self.schema, to, answer, &mut out, &self.transcode)
             .map_err(|e| {
                 EdgeError::BadUpstreamAnswer(format!(
@@ -145,12 +156,20 @@ impl Edge {
                     to.as_str()
                 ))
             })?;
+        let elapsed = began.elapsed();
         let of = Rendering {
             method: target.method,
             client: &ctx.client,
             fallback: plan.fallback,
         };
         self.note_downgrades(&of, to, &findings, true);
+        ctx.noted.answer_conversion = Some(Conversion {
+            format: to,
+            protobuf_bytes: answer.len(),
+            format_bytes: out.len(),
+            elapsed,
+        });
+        ctx.noted.dropped = std::mem::take(&mut findings.unknown_fields);
         Ok(plain(
             StatusCode::OK,
             negotiate::content_type(to),
