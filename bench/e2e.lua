@@ -6,6 +6,9 @@ wrk.body = f:read("*a")
 f:close()
 wrk.headers["Content-Type"] = assert(os.getenv("E2E_TYPE"), "E2E_TYPE unset")
 wrk.headers["Accept"] = os.getenv("E2E_TYPE")
+if os.getenv("E2E_ACCEPT_ENCODING") then
+  wrk.headers["Accept-Encoding"] = os.getenv("E2E_ACCEPT_ENCODING")
+end
 
 function done(summary, latency, requests)
   local e = summary.errors

@@ -26,6 +26,9 @@
 #   E2E_BUILD=0    skip `cargo build` (use the binaries in target/release)
 #   E2E_GATEWAY    the gateway binary (default target/release/protogate): to compare builds
 #   E2E_OUT        where results go (default target/bench-e2e)
+#   E2E_CONFIG     a config file for the gateway (--config), e.g. one with [compression]
+#   E2E_ACCEPT_ENCODING  sent as Accept-Encoding by wrk and h2load (default: none); the
+#                  answers' bytes per request on the wire go into results.md
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -238,6 +241,9 @@ BACKEND_ADDR=${BACKEND_ADDR#listening on }
 say "starting the gateway on CPU $GATEWAY_CPU"
 GATEWAY_CMD=(serve "${PROTO[@]}" --upstream "http://$BACKEND_ADDR" --listen 127.0.0.1:0
   --downgrade-log-interval 60s)
+[[ -n ${E2E_CONFIG:-} ]] && GATEWAY_CMD+=(--config "$E2E_CONFIG")
+ENCODING_HEADER=()
+[[ -n ${E2E_ACCEPT_ENCODING:-} ]] && ENCODING_HEADER=(-H "accept-encoding: $E2E_ACCEPT_ENCODING")
 taskset -c "$GATEWAY_CPU" "$GATEWAY" "${GATEWAY_CMD[@]}" 2> "$OUT/gateway.log" &
 GATEWAY_PID=$!
 GATEWAY_ADDR=$(wait_for_line "$OUT/gateway.log" 'listening on http://[0-9.]+:[0-9]+' "$GATEWAY_PID")
@@ -292,6 +298,24 @@ for wl in $WORKLOADS; do
     echo "ok $wl $fmt: HTTP/1.1 and HTTP/2 200, $ct, $(wc -c < "$c.h1") B, converts to the expected JSON$note" >> "$CHECKS"
   done
 done
+# With Accept-Encoding: the bytes an answer takes on the wire, and the same answer once decoded.
+if [[ -n ${E2E_ACCEPT_ENCODING:-} ]]; then
+  for wl in $WORKLOADS; do
+    for fmt in $FORMATS; do
+      ct=$(content_type "$fmt")
+      c="$RAW/check_${wl}_$fmt"
+      curl -sS --max-time 20 -o "$c.encoded" -D "$c.encoded.headers" -H "content-type: $ct" -H "accept: $ct" \
+        "${ENCODING_HEADER[@]}" --data-binary "@$BODIES/$wl.$fmt" "http://$GATEWAY_ADDR/bench.v1.BenchService/$(method_of "$wl")" ||
+        check_fail "$wl $fmt: curl with accept-encoding failed"
+      curl -sS --max-time 20 --compressed -o "$c.decoded" -H "content-type: $ct" -H "accept: $ct" \
+        "${ENCODING_HEADER[@]}" --data-binary "@$BODIES/$wl.$fmt" "http://$GATEWAY_ADDR/bench.v1.BenchService/$(method_of "$wl")" ||
+        check_fail "$wl $fmt: curl --compressed failed"
+      cmp -s "$c.decoded" "$c.h1" || check_fail "$wl $fmt: the decoded answer differs from the plain one"
+      coding=$(grep -i '^content-encoding:' "$c.encoded.headers" | tr -d '\r' | awk '{ print $2 }')
+      echo "ok $wl $fmt: ${coding:-identity} on the wire $(wc -c < "$c.encoded") B, $(wc -c < "$c.h1") B uncompressed; decodes to the same answer" >> "$CHECKS"
+    done
+  done
+fi
 cat "$CHECKS" >&2
 
 # --- load --------------------------------------------------------------------------------------
@@ -324,7 +348,7 @@ measure() {
     "h2load h2")
       ct=$(content_type "$fmt")
       url="http://$GATEWAY_ADDR/bench.v1.BenchService/$method"
-      cmd=(h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -d "$BODIES/$wl.$fmt" -H "content-type: $ct" -H "accept: $ct" "$url")
+      cmd=(h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -d "$BODIES/$wl.$fmt" -H "content-type: $ct" -H "accept: $ct" "${ENCODING_HEADER[@]}" "$url")
       warm=(-D "$WARMUP"); set -- -D "$DURATION" --log-file="$RAW/$tag.log" ;;
     "direct gRPC")
       url="http://$BACKEND_ADDR/bench.v1.BenchService/$method"
