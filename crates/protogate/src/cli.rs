@@ -23,6 +23,9 @@ pub enum Command {
     Demo(DemoArgs),
     /// Convert one message between JSON, MessagePack and Protobuf (stdin to stdout).
     Convert(ConvertArgs),
+    /// Print a running gateway's migration report: who still speaks JSON, what it costs, the
+    /// sunset state (its GET /admin/migration.json).
+    Report(ReportArgs),
 }
 
 /// Where the schema comes from.
@@ -116,6 +119,30 @@ pub struct ConvertArgs {
     /// Skip unknown JSON / MessagePack keys instead of failing (reported on stderr).
     #[arg(long)]
     pub ignore_unknown_fields: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// The gateway's admin listener (its main one when it has none), e.g.
+    /// http://127.0.0.1:9090; plain http:// only.
+    #[arg(long, value_name = "URL", value_parser = crate::report::parse_admin_url)]
+    pub admin_url: crate::report::AdminUrl,
+    /// Only the methods this glob matches (`*` any run of characters), e.g.
+    /// 'demo.shop.v1.Shop.*'.
+    #[arg(long, value_name = "GLOB")]
+    pub method: Option<String>,
+    /// Output: a terminal report, or the document as received (pretty-printed).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "table")]
+    pub format: ReportFormat,
+    /// Give up when resolving, connecting and the whole request take longer, e.g. 2s.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::report::parse_timeout)]
+    pub timeout: std::time::Duration,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportFormat {
+    Table,
+    Json,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]

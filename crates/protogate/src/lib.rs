@@ -10,6 +10,7 @@
 //! - `run`: `protogate serve`.
 //! - [`demo`]: the embedded demo shop service and `protogate demo`.
 //! - `convert`: `protogate convert`.
+//! - `report`: `protogate report`, a running gateway's migration report in a terminal.
 
 mod cli;
 pub mod config;
@@ -19,6 +20,7 @@ mod listen;
 mod logging;
 #[cfg(feature = "otel")]
 mod otel;
+mod report;
 mod run;
 mod schema_files;
 
@@ -45,6 +47,7 @@ pub fn main() -> ExitCode {
         cli::Command::Serve(args) => run::serve(args),
         cli::Command::Demo(args) => demo::run(args),
         cli::Command::Convert(args) => convert::run(args),
+        cli::Command::Report(args) => report::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
