@@ -8,12 +8,11 @@
 // Test code: a failed unwrap or expect fails the test (they are denied outside tests).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -892,6 +891,8 @@ fn otel_spans_reach_the_collector_and_the_trace_context_the_upstream() {
     };
     use opentelemetry_proto::tonic::common::v1::any_value::Value;
     use opentelemetry_proto::tonic::trace::v1::Span;
+
+    use std::sync::Mutex;
 
     #[derive(Clone, Default)]
     struct Receiver(Arc<Mutex<Vec<Span>>>);
