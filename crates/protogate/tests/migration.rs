@@ -253,6 +253,24 @@ fn the_format_mix_per_client_after_a_scripted_mix() {
         .map(|n| n.as_u64().unwrap())
         .sum();
     assert_eq!(requests, 17);
+    // `protogate report` against the running gateway: the same figures in a terminal.
+    let admin = format!("http://{addr}");
+    let out = run(&["report", "--admin-url", &admin], b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "demo.shop.v1.Shop.GetOrder: 17 requests, 53 % JSON",
+        "web-checkout",
+        "ios-app",
+        "#7",
+        "JSON answers on this method are",
+    ] {
+        assert!(table.contains(needle), "no {needle:?} in\n{table}");
+    }
+    let out = run(&["report", "--admin-url", &admin, "--format", "json"], b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(method(&doc, "demo.shop.v1.Shop.GetOrder")["requests"], 17);
     // A method filter.
     let filtered = report(addr, "?method=demo.shop.v1.Shop.List%2A");
     assert!(
