@@ -66,6 +66,11 @@ pub struct Edge {
     migration: Tracker,
     /// The JSON sunset rules.
     sunset: SunsetPolicy,
+    /// An instant and the wall-clock time it was: a request's wall-clock time for the
+    /// migration report comes from its start instant, with no clock read of its own (the
+    /// monotonic clock is slewed as the wall clock is; only a step of the wall clock is not
+    /// followed, which a report counting by the minute can afford).
+    epoch: (Instant, std::time::SystemTime),
     /// Set when the shutdown begins: `/readyz` answers 503 and HTTP/1.1 answers close their
     /// connection.
     draining: std::sync::atomic::AtomicBool,
@@ -241,6 +246,7 @@ impl Edge {
             cors,
             migration,
             sunset,
+            epoch: (Instant::now(), std::time::SystemTime::now()),
         })
     }
 
@@ -549,7 +555,7 @@ impl Edge {
                 request_conversion: noted.request_conversion,
                 answer_conversion: noted.answer_conversion,
             },
-            std::time::SystemTime::now(),
+            self.epoch.1 + ctx.start.saturating_duration_since(self.epoch.0),
         );
     }
 
