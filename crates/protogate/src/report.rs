@@ -19,6 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context as _, anyhow, bail};
 use bytes::Bytes;
+use edge::migration::{percent, thousands};
 use http_body_util::{BodyExt as _, Empty, Limited};
 use hyper::{Request, StatusCode, header};
 use serde::Deserialize;
@@ -388,21 +389,7 @@ struct Series {
 #[derive(Deserialize)]
 struct Cost {
     #[serde(default)]
-    answers: BTreeMap<String, Conversions>,
-    #[serde(default)]
     summary: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Conversions {
-    #[serde(default)]
-    count: u64,
-    #[serde(default)]
-    protobuf_bytes: u64,
-    #[serde(default)]
-    bytes: u64,
-    #[serde(default)]
-    transcode_ns: u64,
 }
 
 #[derive(Deserialize)]
@@ -699,26 +686,9 @@ fn unknown_fields(out: &mut String, m: &Method, now: Option<SystemTime>) {
     table.render(out, 4);
 }
 
-/// The document's sentence, else one made from the JSON answers' figures.
+/// The document's sentence (the gateway words it: `Cost::summary`).
 fn cost_sentence(cost: Option<&Cost>) -> Option<String> {
-    let cost = cost?;
-    if let Some(s) = &cost.summary {
-        return Some(s.clone());
-    }
-    let json = cost.answers.get("json").filter(|c| c.count > 0)?;
-    let us = json.transcode_ns as f64 / json.count as f64 / 1000.0;
-    Some(if json.protobuf_bytes > 0 {
-        format!(
-            "JSON answers on this method are {}× the protobuf bytes and cost {} µs of gateway CPU each.",
-            number(json.bytes as f64 / json.protobuf_bytes as f64),
-            number(us)
-        )
-    } else {
-        format!(
-            "JSON answers on this method cost {} µs of gateway CPU each.",
-            number(us)
-        )
-    })
+    cost?.summary.clone()
 }
 
 fn sunset(out: &mut String, m: &Method, now: Option<SystemTime>) {
@@ -830,39 +800,6 @@ fn sparkline(s: &Series) -> Option<String> {
 
 fn share(given: Option<f64>, json: u64, requests: u64) -> Option<f64> {
     given.or_else(|| (requests > 0).then(|| json as f64 / requests as f64))
-}
-
-/// `50 %`, `5.0 %`, `0 %`, `–` (nothing to divide by): as the page.
-fn percent(share: Option<f64>) -> String {
-    match share {
-        None => "–".into(),
-        Some(0.0) => "0 %".into(),
-        Some(s) => format!("{} %", number(s * 100.0)),
-    }
-}
-
-/// Two significant digits below 10, whole numbers above: `2.3`, `0.45`, `14` (as the page).
-fn number(x: f64) -> String {
-    if x >= 9.95 {
-        format!("{x:.0}")
-    } else if x >= 0.995 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
-}
-
-/// `1,234,567`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// `2027-03-01T19:48:00Z` as `2027-03-01 19:48:00Z`.

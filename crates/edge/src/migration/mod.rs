@@ -73,6 +73,7 @@ impl Default for MigrationConfig {
 
 mod client;
 mod dates;
+mod figures;
 mod page;
 mod report;
 mod series;
@@ -82,6 +83,7 @@ mod tracker;
 
 pub use client::{ClientId, MAX_NAME_BYTES, UNKNOWN, X_CLIENT_ID};
 pub use dates::{ParseError, http_date, parse_brownout, parse_duration, parse_time, rfc3339};
+pub use figures::{number, percent, thousands};
 pub use page::{esc, render_html, render_json};
 pub use report::{ClientReport, FieldReport, MethodReport, Report, ShareSeries, SunsetReport};
 pub use sunset::{

@@ -47,9 +47,10 @@ use serde_json::{Map, Value, json};
 use transcode::Format;
 
 use super::dates::rfc3339;
+use super::figures::{percent, thousands};
 use super::report::{ClientReport, MethodReport, Report, ShareSeries, SunsetReport};
 use super::sunset::{Phase, RefusalReason};
-use super::tracker::{ConversionTotals, Cost, Counts, FORMATS, REASONS, number};
+use super::tracker::{ConversionTotals, Cost, Counts, FORMATS, REASONS};
 
 /// Clients listed per method on the page (the JSON document has them all).
 const PAGE_CLIENTS: usize = 25;
@@ -726,27 +727,6 @@ fn time(t: SystemTime, now: SystemTime) -> String {
         "<time datetime=\"{iso}\">{}</time><span class=\"ago\">{ago}</span>",
         iso.replace('T', " ")
     )
-}
-
-fn percent(share: Option<f64>) -> String {
-    match share {
-        None => "–".into(),
-        Some(0.0) => "0 %".into(),
-        Some(s) => format!("{} %", number(s * 100.0)),
-    }
-}
-
-/// `1,234,567`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// An `id` for a method's section: `m-` and the name, characters other than

@@ -25,6 +25,7 @@ use std::time::{Duration, SystemTime};
 use transcode::{Format, UnknownField};
 
 use super::client::ClientId;
+use super::figures::number;
 use super::series::Series;
 use super::sunset::{RefusalReason, Verdict};
 use super::table::{Table, TopK};
@@ -358,17 +359,6 @@ impl Cost {
             s.push('.');
         }
         Some(s)
-    }
-}
-
-/// Two significant digits below 10, whole numbers above: `2.3`, `0.45`, `14`.
-pub(super) fn number(x: f64) -> String {
-    if x >= 9.95 {
-        format!("{x:.0}")
-    } else if x >= 0.995 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
     }
 }
 
@@ -954,8 +944,6 @@ mod tests {
              CPU each. Reading a JSON request costs 3.0 µs more (2.2× the protobuf bytes)."
         );
         assert_eq!(Cost::default().summary(), None);
-        assert_eq!(number(0.123), "0.12");
-        assert_eq!(number(9.96), "10");
     }
 
     #[test]
