@@ -320,15 +320,7 @@ async fn compressed_request_bodies_are_decoded_and_held_to_the_limit() {
     for http in [Http::h1(), Http::h2()] {
         for coding in ["gzip", "br", "zstd", "deflate", "GZIP"] {
             let body = compress(&coding.to_lowercase(), thing.to_string().as_bytes());
-            let w = http
-                .post(
-                    gw.addr,
-                    ECHO,
-                    "application/json",
-                    &[("content-encoding", coding)],
-                    body,
-                )
-                .await;
+            let w = post_json(&http, gw.addr, coding, body).await;
             assert_eq!(w.status, StatusCode::OK, "{coding}: {:?}", w.body);
             assert_eq!(w.json(), thing, "{coding}");
         }
@@ -357,15 +349,7 @@ async fn compressed_request_bodies_are_decoded_and_held_to_the_limit() {
         for coding in ["gzip", "zstd", "br"] {
             let body = compress(coding, &bomb);
             assert!(body.len() < 20_000, "{coding}: {}", body.len());
-            let w = http
-                .post(
-                    gw.addr,
-                    ECHO,
-                    "application/json",
-                    &[("content-encoding", coding)],
-                    body,
-                )
-                .await;
+            let w = post_json(&http, gw.addr, coding, body).await;
             assert_eq!(w.status, StatusCode::PAYLOAD_TOO_LARGE, "{coding}");
             let status = w.json();
             assert!(
@@ -374,15 +358,7 @@ async fn compressed_request_bodies_are_decoded_and_held_to_the_limit() {
             );
         }
         // Not what it says it is: 400 naming the coding.
-        let w = http
-            .post(
-                gw.addr,
-                ECHO,
-                "application/json",
-                &[("content-encoding", "gzip")],
-                "{\"name\": \"plain\"}",
-            )
-            .await;
+        let w = post_json(&http, gw.addr, "gzip", "{\"name\": \"plain\"}").await;
         assert_eq!(w.status, StatusCode::BAD_REQUEST);
         assert!(
             w.json()["message"].as_str().unwrap().contains("gzip"),
@@ -392,26 +368,10 @@ async fn compressed_request_bodies_are_decoded_and_held_to_the_limit() {
         // Cut short: refused, never taken for a complete body.
         let mut cut = compress("gzip", thing_json().as_bytes());
         cut.truncate(cut.len() - 4);
-        let w = http
-            .post(
-                gw.addr,
-                ECHO,
-                "application/json",
-                &[("content-encoding", "gzip")],
-                cut,
-            )
-            .await;
+        let w = post_json(&http, gw.addr, "gzip", cut).await;
         assert_eq!(w.status, StatusCode::BAD_REQUEST);
         // A coding the gateway cannot decode: 415 naming it.
-        let w = http
-            .post(
-                gw.addr,
-                ECHO,
-                "application/json",
-                &[("content-encoding", "compress")],
-                "{}",
-            )
-            .await;
+        let w = post_json(&http, gw.addr, "compress", "{}").await;
         assert_eq!(w.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
         assert!(
             w.json()["message"]
@@ -422,6 +382,23 @@ async fn compressed_request_bodies_are_decoded_and_held_to_the_limit() {
             w.json()
         );
     }
+}
+
+/// A JSON body to Echo, sent with `Content-Encoding: coding`.
+async fn post_json(
+    http: &Http,
+    addr: std::net::SocketAddr,
+    coding: &str,
+    body: impl Into<Bytes>,
+) -> Answer {
+    http.post(
+        addr,
+        ECHO,
+        "application/json",
+        &[("content-encoding", coding)],
+        body,
+    )
+    .await
 }
 
 fn thing_json() -> String {

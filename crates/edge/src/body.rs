@@ -70,31 +70,30 @@ impl ResponseBody {
     /// Compresses the body in `coding`: a whole answer of at least `min_bytes` when that
     /// makes it smaller, a stream frame by frame. False when it stays as it is.
     pub(crate) fn compress(&mut self, coding: Coding, level: Level, min_bytes: usize) -> bool {
+        // An answer below the minimum costs no encoder.
+        if let Inner::Full(bytes) = &self.inner
+            && bytes.as_ref().is_none_or(|b| b.len() < min_bytes)
+        {
+            return false;
+        }
+        let failed = |error: std::io::Error| {
+            tracing::warn!(%error, coding = coding.as_str(), "compressing an answer failed: answered uncompressed");
+            false
+        };
         let encoder = match Encoder::new(coding, level) {
             Ok(encoder) => encoder,
-            Err(error) => {
-                tracing::warn!(%error, coding = coding.as_str(), "no encoder: answered uncompressed");
-                return false;
-            }
+            Err(error) => return failed(error),
         };
         match &mut self.inner {
             Inner::Full(None) => false,
-            Inner::Full(Some(bytes)) => {
-                if bytes.len() < min_bytes {
-                    return false;
+            Inner::Full(Some(bytes)) => match encoder.whole(bytes) {
+                Ok(smaller) if smaller.len() < bytes.len() => {
+                    *bytes = smaller;
+                    true
                 }
-                match encoder.whole(bytes) {
-                    Ok(smaller) if smaller.len() < bytes.len() => {
-                        *bytes = smaller;
-                        true
-                    }
-                    Ok(_) => false,
-                    Err(error) => {
-                        tracing::warn!(%error, coding = coding.as_str(), "compressing an answer failed: answered uncompressed");
-                        false
-                    }
-                }
-            }
+                Ok(_) => false,
+                Err(error) => failed(error),
+            },
             Inner::Stream(frames) => {
                 let frames = std::mem::replace(frames, Box::pin(futures_util::stream::empty()));
                 self.inner = Inner::Stream(Box::pin(compress_stream(frames, encoder)));

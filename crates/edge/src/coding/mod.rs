@@ -185,11 +185,14 @@ pub(crate) fn compressible(content_type: &[u8], protobuf: bool) -> bool {
         .next()
         .unwrap_or_default()
         .trim_ascii();
-    let Ok(essence) = std::str::from_utf8(essence) else {
-        return false;
+    let is = |list: &[&str]| {
+        list.iter()
+            .any(|t| essence.eq_ignore_ascii_case(t.as_bytes()))
     };
-    let essence = essence.to_ascii_lowercase();
-    let is = |list: &[&str]| list.contains(&essence.as_str());
+    let ends = |suffix: &[u8]| {
+        essence.len() >= suffix.len()
+            && essence[essence.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+    };
     use transcode::media;
     if is(media::PROTOBUF) {
         return protobuf;
@@ -198,13 +201,10 @@ pub(crate) fn compressible(content_type: &[u8], protobuf: bool) -> bool {
         || is(media::MSGPACK)
         || is(media::NDJSON)
         || is(media::SSE)
-        || essence.starts_with("text/")
-        || essence.ends_with("+json")
-        || essence.ends_with("+xml")
-        || matches!(
-            essence.as_str(),
-            "application/xml" | "application/javascript" | "image/svg+xml"
-        )
+        || is(&["application/xml", "application/javascript"])
+        || (essence.len() > 5 && essence[..5].eq_ignore_ascii_case(b"text/"))
+        || ends(b"+json")
+        || ends(b"+xml")
 }
 
 #[cfg(test)]
