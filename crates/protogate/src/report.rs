@@ -979,18 +979,4 @@ mod tests {
         t.render(&mut out, 2);
         assert_eq!(out, "  a       bb  c\n  xyz      1\n  é    1,000  z\n");
     }
-
-    #[test]
-    fn the_cost_sentence_is_computed_when_missing() {
-        let cost: Cost = serde_json::from_value(serde_json::json!({
-            "answers": {"json": {"count": 4, "protobuf_bytes": 400, "bytes": 1000, "transcode_ns": 48000}}
-        }))
-        .unwrap();
-        assert_eq!(
-            cost_sentence(Some(&cost)).unwrap(),
-            "JSON answers on this method are 2.5× the protobuf bytes and cost 12 µs of gateway CPU each."
-        );
-        let none: Cost = serde_json::from_value(serde_json::json!({"answers": {}})).unwrap();
-        assert_eq!(cost_sentence(Some(&none)), None);
-    }
 }
