@@ -26,6 +26,7 @@ use tokio::sync::oneshot;
 use tonic::body::Body as TonicBody;
 
 pub mod library;
+pub mod tls;
 
 // The workspace's paths and `proto/` schemas, shared with the transcoding crate's tests.
 #[path = "../../crates/transcode/tests/common/mod.rs"]
@@ -331,6 +332,13 @@ pub async fn start_gzip_backend(accept_gzip: bool) -> Running {
         service = service.accept_compressed(Gzip);
     }
     serve_backend(listener, service)
+}
+
+/// The v2 backend's service, for a server the test builds itself.
+fn dispatch() -> Dispatch {
+    Dispatch {
+        generated: TestServiceServer::new(Backend),
+    }
 }
 
 fn serve_backend(listener: TcpListener, generated: TestServiceServer<Backend>) -> Running {

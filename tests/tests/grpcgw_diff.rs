@@ -19,8 +19,7 @@ use protogate_tests::library;
 use protogate_tests::{Answer, Http};
 use serde_json::Value;
 
-#[path = "../../crates/transcode/tests/external/mod.rs"]
-mod external;
+use crate::external;
 
 /// grpc-gateway, run as a child process and killed (by its handle) when dropped.
 struct GrpcGateway {

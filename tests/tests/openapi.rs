@@ -14,8 +14,7 @@ use protogate_tests::library;
 use protogate_tests::{Http, proto_source, workspace};
 use serde_json::{Value, json};
 
-#[path = "../../crates/transcode/tests/external/mod.rs"]
-mod external;
+use crate::external;
 
 async fn fetch() -> Value {
     let s = library::start_with_gateway(edge::EdgeConfig::default()).await;

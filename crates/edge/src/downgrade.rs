@@ -38,7 +38,8 @@ impl Reason {
     }
 }
 
-/// Who asked: the User-Agent and, when sent, `x-client-id`. Shared strings: the limiter's
+/// Who asked: the User-Agent and, when sent, `x-client-id` (else the verified identity of the
+/// client's certificate). Shared strings: the limiter's
 /// key and a stream's state take a reference, not a copy.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Client {

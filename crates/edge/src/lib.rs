@@ -3,7 +3,8 @@
 //! here reads flags, environment variables or files (that is the binary).
 //!
 //! # Layout
-//! - [`server`]: the accept loop, HTTP/1.1 + h2c on one port, graceful shutdown.
+//! - [`server`]: the accept loop, HTTP/1.1 + HTTP/2 on one port, in clear text or over TLS,
+//!   graceful shutdown.
 //! - [`service`]: the request path: route → negotiate → decode_request → call_upstream →
 //!   encode_response → record, one module per step (ARCHITECTURE.md has the map).
 //! - [`negotiate`]: Content-Type and Accept.
@@ -34,6 +35,7 @@ pub mod negotiate;
 pub mod server;
 pub mod service;
 pub mod trace;
+mod transport;
 pub mod upstream;
 
 use std::time::Duration;
@@ -42,7 +44,10 @@ pub use admission::ShedReason;
 pub use error::{EdgeError, SetupError};
 pub use server::{serve, serve_admin, serve_all};
 pub use service::Edge;
-pub use upstream::{UpstreamOptions, Upstreams};
+pub use upstream::{
+    Resolution, Resolve, SystemResolver, Target, UpstreamOptions, UpstreamSpec, UpstreamTls,
+    Upstreams,
+};
 
 /// The edge's settings: plain data, resolved by the binary from flags and the config file.
 #[derive(Debug, Clone)]
@@ -113,6 +118,9 @@ pub struct EdgeConfig {
     pub json_sunset: Vec<migration::SunsetRule>,
     /// Spans of requests and upstream calls, for distributed tracing (default none).
     pub tracer: Option<std::sync::Arc<dyn trace::Tracer>>,
+    /// TLS on the main listener (default: none, plain HTTP/1.1 and h2c); the admin listener
+    /// stays plain.
+    pub tls: Option<server::ListenerTls>,
     /// HTTP rules beside the schema's `google.api.http` annotations; a rule here replaces the
     /// annotations of the method it selects.
     pub http_rules: Vec<transcode::rest::HttpRule>,
@@ -148,6 +156,7 @@ impl Default for EdgeConfig {
             cors: None,
             compression: coding::CompressionConfig::default(),
             tracer: None,
+            tls: None,
             migration: migration::MigrationConfig::default(),
             json_sunset: Vec::new(),
             http_rules: Vec::new(),

@@ -159,6 +159,26 @@ impl Metrics {
         }
     }
 
+    /// The upstreams' families: endpoints by state, calls sent.
+    pub(crate) fn register_upstreams(
+        &mut self,
+        (endpoints, calls): (
+            Family<crate::upstream::EndpointLabels, Gauge>,
+            Family<crate::upstream::UpstreamLabels, Counter>,
+        ),
+    ) {
+        self.registry.register(
+            "protogate_upstream_endpoints",
+            "Endpoints of each upstream (every address its URLs resolve to), by state: healthy or ejected",
+            endpoints,
+        );
+        self.registry.register(
+            "protogate_upstream_requests",
+            "Calls sent to each upstream (retries included), by the upstream as configured",
+            calls,
+        );
+    }
+
     /// The exposition text (OpenMetrics, which Prometheus scrapes natively).
     pub fn render(&self) -> String {
         let mut out = String::new();

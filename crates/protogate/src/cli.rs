@@ -78,6 +78,13 @@ pub struct ServeArgs {
     /// when that is one [default: 0].
     #[arg(long, value_name = "N")]
     pub worker_threads: Option<usize>,
+    /// TLS on the listener: the PEM certificate chain (re-read when it changes); with
+    /// --tls-key.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

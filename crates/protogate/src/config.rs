@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use crate::cli::{LogFormat, SchemaArgs, ServeArgs};
 use crate::listen::Listen;
+use crate::tls::{ListenerFiles, UpstreamFiles};
 
 /// A configuration that cannot be used; the process exits with code 64.
 #[derive(Debug)]
@@ -87,8 +88,20 @@ impl std::error::Error for ConfigError {}
 /// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
 /// unknown_query_parameters = "reject"        # or "ignore"
 ///
+/// [tls]                                      # TLS on the listener (or --tls-cert/--tls-key)
+/// cert = "tls/server.pem"                    # PEM chain, re-read when it changes
+/// key = "tls/server.key"                     # PEM private key (PKCS#8, PKCS#1 or SEC1)
+/// client_ca = "tls/clients-ca.pem"           # ask clients for certificates from this CA
+/// client_auth = "required"                   # or "optional"
+///
+/// ca = "tls/upstream-ca.pem"                 # https:// upstreams: their CA (default: the
+/// client_cert = "tls/gateway.pem"            #   system's roots), the gateway's client
+/// client_key = "tls/gateway.key"             #   certificate (mTLS), and the name their
+/// server_name = "shop.internal"              #   certificate must carry (default: the host)
+///
 /// [services."demo.shop.v1.Shop"]
-/// upstream = "http://127.0.0.1:50052"
+/// upstream = "https://shop.internal:8443"    # ca, client_cert, client_key, server_name
+/// ca = "tls/shop-ca.pem"                     #   here override the top level's
 ///
 /// # google.api.http rules for methods whose protos cannot be annotated; a rule here
 /// # replaces the annotations of the method it selects.
@@ -108,7 +121,13 @@ impl std::error::Error for ConfigError {}
 pub struct FileConfig {
     pub listen: Option<String>,
     pub admin_listen: Option<String>,
-    pub upstream: Option<String>,
+    pub upstream: Option<Urls>,
+    /// Host names of upstreams are resolved again this often (default 5s).
+    pub dns_refresh: Option<String>,
+    /// Every upstream's endpoints are asked `grpc.health.v1.Health/Check` (a service's own
+    /// `health_check` wins), every `health_interval` (default 5s).
+    pub health_check: Option<bool>,
+    pub health_interval: Option<String>,
     #[serde(default)]
     pub descriptor_sets: Vec<PathBuf>,
     #[serde(default)]
@@ -144,6 +163,12 @@ pub struct FileConfig {
     pub json_sunset: Vec<SunsetFileRule>,
     pub worker_threads: Option<usize>,
     pub unknown_query_parameters: Option<UnknownQueryConfig>,
+    pub tls: Option<TlsFileConfig>,
+    /// The default TLS settings of `https://` upstreams.
+    pub ca: Option<PathBuf>,
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+    pub server_name: Option<String>,
     #[serde(default)]
     pub services: BTreeMap<String, ServiceConfig>,
     #[serde(default)]
@@ -416,7 +441,62 @@ impl HttpRuleConfig {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceConfig {
-    pub upstream: String,
+    pub upstream: Urls,
+    pub health_check: Option<bool>,
+    /// Its TLS settings, over the top level's.
+    pub ca: Option<PathBuf>,
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+    pub server_name: Option<String>,
+}
+
+impl ServiceConfig {
+    fn tls(&self) -> UpstreamFiles {
+        UpstreamFiles {
+            ca: self.ca.clone(),
+            client_cert: self.client_cert.clone(),
+            client_key: self.client_key.clone(),
+            server_name: self.server_name.clone(),
+        }
+    }
+
+    fn tls_paths(&mut self) -> impl Iterator<Item = &mut PathBuf> {
+        self.ca
+            .iter_mut()
+            .chain(self.client_cert.iter_mut())
+            .chain(self.client_key.iter_mut())
+    }
+}
+
+/// An upstream: one URL, or a list of them (its endpoints are every address each resolves
+/// to).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Urls {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Urls {
+    fn into_vec(self, key: &str) -> Result<Vec<String>, ConfigError> {
+        match self {
+            Urls::One(url) => Ok(vec![url]),
+            Urls::Many(urls) if urls.is_empty() => Err(ConfigError(format!(
+                "{key}: an empty list; give at least one URL"
+            ))),
+            Urls::Many(urls) => Ok(urls),
+        }
+    }
+}
+
+/// `[tls]`: TLS on the listener.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFileConfig {
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub client_ca: Option<PathBuf>,
+    pub client_auth: Option<crate::tls::ClientAuth>,
 }
 
 /// Everything `serve` needs, validated.
@@ -425,8 +505,18 @@ pub struct Resolved {
     pub listen: Listen,
     /// Where /healthz, /readyz and /metrics are served when not on the main listener.
     pub admin_listen: Option<Listen>,
-    pub default_upstream: Option<String>,
-    pub service_upstreams: Vec<(String, String)>,
+    /// The default upstream's URLs, and each service's.
+    pub default_upstream: Option<Vec<String>>,
+    pub service_upstreams: Vec<(String, Vec<String>)>,
+    /// Whether the default upstream's endpoints are health-checked, and which services'.
+    pub default_health_check: bool,
+    pub health_checked: std::collections::BTreeSet<String>,
+    /// The TLS settings of `https://` upstreams: the default one's, and each service's
+    /// (its own over the top level's).
+    pub upstream_tls: UpstreamFiles,
+    pub service_upstream_tls: BTreeMap<String, UpstreamFiles>,
+    /// TLS on the listener, when a certificate is given.
+    pub tls: Option<ListenerFiles>,
     pub schema: SchemaArgs,
     pub log_format: LogFormat,
     pub upstream_options: edge::UpstreamOptions,
@@ -441,11 +531,24 @@ impl FileConfig {
     /// Parses TOML text; `base` is the file's directory, for relative paths.
     pub fn parse(text: &str, base: &Path) -> Result<FileConfig, ConfigError> {
         let mut c: FileConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        let listener_tls = c.tls.iter_mut().flat_map(|t| {
+            t.cert
+                .iter_mut()
+                .chain(t.key.iter_mut())
+                .chain(t.client_ca.iter_mut())
+        });
+        let upstream_tls =
+            c.ca.iter_mut()
+                .chain(c.client_cert.iter_mut())
+                .chain(c.client_key.iter_mut())
+                .chain(c.services.values_mut().flat_map(ServiceConfig::tls_paths));
         for p in c
             .descriptor_sets
             .iter_mut()
             .chain(c.protos.iter_mut())
             .chain(c.includes.iter_mut())
+            .chain(listener_tls)
+            .chain(upstream_tls)
         {
             if p.is_relative() {
                 *p = base.join(&*p);
@@ -472,15 +575,55 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         .or(file.admin_listen.clone())
         .map(|text| Listen::parse(&text))
         .transpose()?;
-    let default_upstream = args.upstream.or(file.upstream);
-    let service_upstreams: Vec<(String, String)> = file
+    let default_upstream = match args.upstream {
+        Some(url) => Some(vec![url]),
+        None => file.upstream.map(|u| u.into_vec("upstream")).transpose()?,
+    };
+    let default_health_check = file.health_check.unwrap_or(false);
+    let mut health_checked = std::collections::BTreeSet::new();
+    let upstream_tls = UpstreamFiles {
+        ca: file.ca,
+        client_cert: file.client_cert,
+        client_key: file.client_key,
+        server_name: file.server_name,
+    };
+    let mut service_upstream_tls = BTreeMap::new();
+    let service_upstreams: Vec<(String, Vec<String>)> = file
         .services
         .into_iter()
-        .map(|(name, s)| (name, s.upstream))
-        .collect();
+        .map(|(name, s)| {
+            let own = s.tls();
+            let urls = s
+                .upstream
+                .clone()
+                .into_vec(&format!("services.\"{name}\".upstream"))?;
+            if !own.is_empty() && !urls.iter().any(|u| u.starts_with("https://")) {
+                return Err(ConfigError(format!(
+                    "services.\"{name}\": ca, client_cert, client_key and server_name are for https:// upstreams; its upstream is {urls:?}"
+                )));
+            }
+            if s.health_check.unwrap_or(default_health_check) {
+                health_checked.insert(name.clone());
+            }
+            service_upstream_tls.insert(name.clone(), own.over(&upstream_tls));
+            Ok((name, urls))
+        })
+        .collect::<Result<_, ConfigError>>()?;
+    let any_https = default_upstream
+        .iter()
+        .flatten()
+        .chain(service_upstreams.iter().flat_map(|(_, u)| u))
+        .any(|u| u.starts_with("https://"));
+    if !upstream_tls.is_empty() && !any_https {
+        return Err(ConfigError(
+            "ca, client_cert, client_key and server_name are for https:// upstreams; no upstream is https://".into(),
+        ));
+    }
+    let tls = listener_tls(args.tls_cert, args.tls_key, file.tls)?;
     for uri in default_upstream
         .iter()
-        .chain(service_upstreams.iter().map(|(_, u)| u))
+        .flatten()
+        .chain(service_upstreams.iter().flat_map(|(_, u)| u))
     {
         check_upstream_uri(uri)?;
     }
@@ -509,6 +652,7 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         ));
     }
     let defaults = edge::EdgeConfig::default();
+    let upstream_defaults = edge::UpstreamOptions::default();
     let duration =
         |flag: Option<String>, file: Option<String>, name: &str, default: Duration| match flag
             .or(file)
@@ -619,6 +763,8 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             .transpose()?
             .unwrap_or_default(),
         tracer: None,
+        // Loaded by `run` from `Resolved::tls`, which is then watched.
+        tls: None,
         migration: edge::migration::MigrationConfig {
             max_clients: file
                 .migration
@@ -692,6 +838,11 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         admin_listen,
         default_upstream,
         service_upstreams,
+        default_health_check,
+        health_checked,
+        upstream_tls,
+        service_upstream_tls,
+        tls,
         schema,
         log_format: args
             .log_format
@@ -700,11 +851,37 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         otel: file.otel.map(OtelFileConfig::resolve).transpose()?,
         upstream_options: edge::UpstreamOptions {
             compress_requests: file.upstream_compression == Some(UpstreamCompression::Gzip),
-            ..Default::default()
+            dns_refresh: positive(
+                duration(
+                    None,
+                    file.dns_refresh,
+                    "dns_refresh",
+                    upstream_defaults.dns_refresh,
+                )?,
+                "dns_refresh",
+            )?,
+            health_interval: positive(
+                duration(
+                    None,
+                    file.health_interval,
+                    "health_interval",
+                    upstream_defaults.health_interval,
+                )?,
+                "health_interval",
+            )?,
+            ..upstream_defaults
         },
         worker_threads: args.worker_threads.or(file.worker_threads).unwrap_or(0),
         edge,
     })
+}
+
+/// `value` of `key`, refused when zero (an interval of nothing would spin).
+fn positive(value: Duration, key: &str) -> Result<Duration, ConfigError> {
+    if value.is_zero() {
+        return Err(ConfigError(format!("{key}: must be more than 0")));
+    }
+    Ok(value)
 }
 
 fn check_upstream_uri(uri: &str) -> Result<(), ConfigError> {
@@ -712,13 +889,47 @@ fn check_upstream_uri(uri: &str) -> Result<(), ConfigError> {
         .parse()
         .map_err(|e| ConfigError(format!("upstream {uri:?}: {e}")))?;
     match (parsed.scheme_str(), parsed.authority()) {
-        (Some("http"), Some(_)) => Ok(()),
-        (Some("https"), _) => Err(ConfigError(format!(
-            "upstream {uri:?}: TLS upstreams are not supported yet; use http:// (h2c)"
-        ))),
+        (Some("http" | "https"), Some(_)) => Ok(()),
         _ => Err(ConfigError(format!(
-            "upstream {uri:?}: expected http://HOST:PORT"
+            "upstream {uri:?}: expected http://HOST:PORT (h2c) or https://HOST:PORT (TLS)"
         ))),
+    }
+}
+
+/// The listener's TLS files: the flags' certificate and key over `[tls]`'s; none without a
+/// certificate.
+fn listener_tls(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    file: Option<TlsFileConfig>,
+) -> Result<Option<ListenerFiles>, ConfigError> {
+    let file = file.unwrap_or_default();
+    let (cert, key) = match (cert, key) {
+        (Some(cert), Some(key)) => (Some(cert), Some(key)),
+        (None, None) => (file.cert, file.key),
+        (Some(_), None) => return Err(ConfigError("--tls-cert is given without --tls-key".into())),
+        (None, Some(_)) => return Err(ConfigError("--tls-key is given without --tls-cert".into())),
+    };
+    match (cert, key) {
+        (Some(cert), Some(key)) => {
+            if file.client_auth.is_some() && file.client_ca.is_none() {
+                return Err(ConfigError(
+                    "tls.client_auth needs tls.client_ca, the CA client certificates are checked against".into(),
+                ));
+            }
+            Ok(Some(ListenerFiles {
+                cert,
+                key,
+                client_ca: file.client_ca,
+                client_auth: file.client_auth.unwrap_or(crate::tls::ClientAuth::Required),
+            }))
+        }
+        (None, None) if file.client_ca.is_none() && file.client_auth.is_none() => Ok(None),
+        (None, None) => Err(ConfigError(
+            "tls.client_ca and tls.client_auth need a certificate: set tls.cert and tls.key".into(),
+        )),
+        (Some(_), None) => Err(ConfigError("tls.cert is set without tls.key".into())),
+        (None, Some(_)) => Err(ConfigError("tls.key is set without tls.cert".into())),
     }
 }
 
@@ -802,10 +1013,13 @@ mod tests {
         assert_eq!(r.listen.to_string(), "127.0.0.1:0");
         assert_eq!(r.edge.upstream_timeout, Duration::from_secs(2));
         assert!(r.edge.strict_accept);
-        assert_eq!(r.default_upstream.as_deref(), Some("http://127.0.0.1:1"));
+        assert_eq!(
+            r.default_upstream,
+            Some(vec!["http://127.0.0.1:1".to_owned()])
+        );
         assert_eq!(
             r.service_upstreams,
-            vec![("x.v1.S".to_owned(), "http://127.0.0.1:2".to_owned())]
+            vec![("x.v1.S".to_owned(), vec!["http://127.0.0.1:2".to_owned()])]
         );
         assert_eq!(r.schema.protos, vec![PathBuf::from("/etc/pg/a.proto")]);
         assert_eq!(r.schema.includes, vec![PathBuf::from("/etc/pg/proto")]);
@@ -835,8 +1049,8 @@ mod tests {
                 "upstream = \"http://a:1\"",
                 &["--upstream", "http://b:2"],
                 |r| format!("{:?}", r.default_upstream),
-                "Some(\"http://a:1\")",
-                "Some(\"http://b:2\")",
+                "Some([\"http://a:1\"])",
+                "Some([\"http://b:2\"])",
             ),
             (
                 "descriptor_sets = [\"a.pb\"]",
@@ -914,6 +1128,20 @@ mod tests {
                 |r| r.worker_threads.to_string(),
                 "3",
                 "1",
+            ),
+            (
+                "tls = { cert = \"f.pem\", key = \"f.key\" }",
+                &["--tls-cert", "/x.pem", "--tls-key", "/x.key"],
+                |r| r.tls.as_ref().unwrap().cert.display().to_string(),
+                "/etc/pg/f.pem",
+                "/x.pem",
+            ),
+            (
+                "tls = { cert = \"f.pem\", key = \"f.key\" }",
+                &["--tls-key", "/x.key", "--tls-cert", "/x.pem"],
+                |r| r.tls.as_ref().unwrap().key.display().to_string(),
+                "/etc/pg/f.key",
+                "/x.key",
             ),
         ];
         for (line, flags, view, from_file, from_flag) in cases {

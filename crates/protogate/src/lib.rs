@@ -23,6 +23,7 @@ mod otel;
 mod report;
 mod run;
 mod schema_files;
+mod tls;
 
 use std::process::ExitCode;
 

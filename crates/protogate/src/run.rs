@@ -27,16 +27,26 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let shutdown = shutdown_signal()?;
         // Validated before any port opens: a broken schema names its file and line.
         let schema = schema_files::load(&resolved.schema)?;
-        let upstreams = edge::Upstreams::with_options(
-            resolved.default_upstream.as_deref(),
-            &resolved.service_upstreams,
+        let (default, services) = crate::tls::specs(&resolved)?;
+        let upstreams = edge::Upstreams::build(
+            default,
+            services,
             resolved.edge.max_response_bytes,
             resolved.upstream_options,
+            std::sync::Arc::new(edge::SystemResolver),
         )
         .map_err(|e| ConfigError(e.to_string()))?;
         let methods = schema.methods().count();
-        #[cfg(feature = "otel")]
         let mut resolved = resolved;
+        // The certificate is loaded now (a bad one is a configuration error), then watched.
+        let tls_watch = match &resolved.tls {
+            Some(files) => {
+                let loaded = files.load()?;
+                resolved.edge.tls = Some(loaded.tls.clone());
+                Some(loaded.watch(files.clone()))
+            }
+            None => None,
+        };
         #[cfg(feature = "otel")]
         let exporter = match &resolved.otel {
             Some(otel) => {
@@ -56,7 +66,8 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         };
         for listener in &listeners {
             let addr = listener.local_addr()?;
-            tracing::info!(%addr, methods, upstream = resolved.default_upstream.as_deref().unwrap_or("-"), "listening on http://{addr}");
+            let scheme = if tls_watch.is_some() { "https" } else { "http" };
+            tracing::info!(%addr, methods, upstream = resolved.default_upstream.as_ref().map_or("-".to_owned(), |urls| urls.join(",")), "listening on {scheme}://{addr}");
         }
         // The admin listener serves until the main one has stopped: /readyz answers 503 there
         // while the gateway drains.
@@ -71,6 +82,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             })));
         }
         edge::serve_all(listeners, edge, shutdown).await;
+        if let Some(watch) = tls_watch {
+            watch.abort();
+        }
         main_done.send_replace(true);
         for admin in admins {
             let _ = admin.await;

@@ -1,5 +1,5 @@
-//! The accept loop: HTTP/1.1 and HTTP/2 cleartext (prior knowledge) on one port, with
-//! graceful shutdown.
+//! The accept loop: HTTP/1.1 and HTTP/2 on one port, in clear text (HTTP/2 by prior
+//! knowledge) or over TLS (ALPN), with graceful shutdown.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,8 +16,10 @@ use crate::Edge;
 mod admin;
 mod connection;
 mod first_bytes;
+mod tls;
 
 pub use admin::serve_admin;
+pub use tls::{ListenerTls, PeerIdentity, identity};
 
 use connection::{Expired, Registry, Tracked, Watched};
 
@@ -135,51 +137,33 @@ pub async fn serve_all(
         };
         let _ = stream.set_nodelay(true);
         let (head_timeout, idle_timeout) = (config.header_read_timeout, config.idle_timeout);
-        let conn = Arc::clone(&registered.conn);
         let edge = edge.clone();
-        // Every line a request logs names its peer: at INFO when the access log is on (its
-        // lines need it), else at DEBUG (a disabled span costs a level check).
+        // Every line a request logs names its peer (and the identity of its client
+        // certificate): at INFO when the access log is on (its lines need it), else at DEBUG
+        // (a disabled span costs a level check).
         let span = if config.access_log {
-            tracing::info_span!("connection", %peer)
+            tracing::info_span!("connection", %peer, tls_client = tracing::field::Empty)
         } else {
-            tracing::debug_span!("connection", %peer)
+            tracing::debug_span!("connection", %peer, tls_client = tracing::field::Empty)
         };
-        let request_span = span.clone();
-        let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-            let active = conn.begin();
-            let edge = edge.clone();
-            // Draining: the client is told to take its next request elsewhere (a drain that
-            // begins while a request is served closes its connection when the listeners do).
-            let close = req.version() < http::Version::HTTP_2 && edge.is_draining();
-            let serve = async move {
-                let mut response = edge.handle(req).await;
-                if close {
-                    response.headers_mut().insert(
-                        http::header::CONNECTION,
-                        http::HeaderValue::from_static("close"),
-                    );
-                }
-                Ok::<_, std::convert::Infallible>(response.map(|b| Tracked::new(b, active)))
-            };
-            // Only an enabled span is entered on every poll (each enter and exit costs).
-            if request_span.is_disabled() {
-                futures_util::future::Either::Left(serve)
-            } else {
-                futures_util::future::Either::Right(serve.instrument(request_span.clone()))
-            }
-        });
         let builder = builder.clone();
         let mut stopped = stopped.clone();
+        let tls = config.tls.clone();
         tokio::spawn(async move {
             let conn = &registered.conn;
-            // The first bytes under the header timeout (see first_bytes.rs).
+            // The TLS handshake and the first bytes under the header timeout (see
+            // first_bytes.rs).
+            let first = async {
+                let (transport, identity) = tls::accept(stream, tls.as_ref()).await?;
+                Ok::<_, std::io::Error>((first_bytes::read(transport).await?, identity))
+            };
             let read = tokio::select! {
-                read = tokio::time::timeout(head_timeout, first_bytes::read(stream)) => read,
+                read = tokio::time::timeout(head_timeout, first) => read,
                 _ = stopped.wait_for(|phase| *phase == Phase::Stopped) => return,
                 () = conn.closed() => return,
             };
-            let stream = match read {
-                Ok(Ok(stream)) => stream,
+            let (stream, identity) = match read {
+                Ok(Ok(accepted)) => accepted,
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "connection ended before its first request");
                     return;
@@ -188,6 +172,40 @@ pub async fn serve_all(
                     tracing::debug!(%peer, "connection closed: no request head within the header read timeout");
                     return;
                 }
+            };
+            let request_span = tracing::Span::current();
+            if let Some(PeerIdentity(id)) = &identity {
+                request_span.record("tls_client", &**id);
+            }
+            let service = {
+                let conn = Arc::clone(conn);
+                service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+                    let active = conn.begin();
+                    let edge = edge.clone();
+                    if let Some(identity) = &identity {
+                        req.extensions_mut().insert(identity.clone());
+                    }
+                    // Draining: the client is told to take its next request elsewhere (a drain
+                    // that begins while a request is served closes its connection when the
+                    // listeners do).
+                    let close = req.version() < http::Version::HTTP_2 && edge.is_draining();
+                    let serve = async move {
+                        let mut response = edge.handle(req).await;
+                        if close {
+                            response.headers_mut().insert(
+                                http::header::CONNECTION,
+                                http::HeaderValue::from_static("close"),
+                            );
+                        }
+                        Ok::<_, std::convert::Infallible>(response.map(|b| Tracked::new(b, active)))
+                    };
+                    // Only an enabled span is entered on every poll (each enter and exit costs).
+                    if request_span.is_disabled() {
+                        futures_util::future::Either::Left(serve)
+                    } else {
+                        futures_util::future::Either::Right(serve.instrument(request_span.clone()))
+                    }
+                })
             };
             let h1 = !stream.is_h2();
             conn.head_began();

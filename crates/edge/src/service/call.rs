@@ -96,18 +96,9 @@ pub(super) fn mid_stream_failure(status: &tonic::Status) -> EdgeError {
 /// it (code, message, details, metadata), whatever the code; the gateway's own failure to get
 /// an answer in the gateway's words.
 fn upstream_error(code: Code, status: &tonic::Status) -> EdgeError {
-    if crate::upstream::deadline_passed(status) {
-        return EdgeError::DeadlineExceeded;
-    }
     if code == Code::Unavailable && crate::upstream::made_by_gateway(status) {
         // Its message names the upstream and what went wrong.
         return EdgeError::Unavailable(status.message().to_owned());
-    }
-    // tonic words a lost connection as UNKNOWN "transport error", INTERNAL "h2 protocol
-    // error" or CANCELLED "operation was canceled" (a call on a connection going away): the
-    // upstream said none of it; the call could not get an answer.
-    if crate::upstream::lost_connection(status) {
-        return EdgeError::Unavailable(format!("upstream connection lost: {}", status.message()));
     }
     let details = (!status.details().is_empty()).then(|| Bytes::copy_from_slice(status.details()));
     EdgeError::Upstream(Box::new(crate::error::UpstreamError {

@@ -224,7 +224,8 @@ impl Edge {
             .map(crate::cors::Cors::new)
             .transpose()
             .map_err(SetupError::Cors)?;
-        let metrics = Metrics::new();
+        let mut metrics = Metrics::new();
+        metrics.register_upstreams(upstreams.metric_families());
         let admission = Arc::new(Admission::new(
             config.max_concurrent_requests,
             config.max_inflight_bytes,
@@ -309,7 +310,7 @@ impl Edge {
             plan: None,
             client: Client::new(
                 header_str(headers, header::USER_AGENT),
-                header_str(headers, "x-client-id"),
+                header_str(headers, "x-client-id").or(peer_identity(&head)),
             ),
             stream_end: None,
             ticket: None,
@@ -475,7 +476,7 @@ impl Edge {
         let client = ClientId::from_request(
             &ctx.head.headers,
             self.config.migration.client_id_header.as_ref(),
-            None,
+            peer_identity(ctx.head),
         );
         let decision = self.sunset.decide(
             &method.full_name,
@@ -541,7 +542,7 @@ impl Edge {
         let client = ClientId::from_request(
             &ctx.head.headers,
             self.config.migration.client_id_header.as_ref(),
-            None,
+            peer_identity(ctx.head),
         );
         self.migration.record(
             &method.full_name,
@@ -642,4 +643,12 @@ fn bad_request(e: transcode::Error) -> EdgeError {
         transcode::ErrorKind::Request { .. } => EdgeError::BadRequest(e.to_string()),
         _ => EdgeError::BadBody(e),
     }
+}
+
+/// The verified identity of the client certificate the request came with (TLS listeners
+/// with client certificates).
+fn peer_identity(head: &http::request::Parts) -> Option<&str> {
+    head.extensions
+        .get::<crate::server::PeerIdentity>()
+        .map(|identity| &*identity.0)
 }

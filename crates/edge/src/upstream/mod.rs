@@ -1,10 +1,21 @@
-//! Upstream gRPC calls. Unary calls go over one HTTP/2 connection per upstream driven straight
-//! by the `h2` crate ([`unary`]); streaming calls go over a tonic channel per upstream (lazily
-//! connected, so an upstream that only serves unary calls gets one connection) with a
-//! codec that moves protobuf messages as raw bytes.
+//! Upstream gRPC calls. Each configured upstream is a [`pool`] of endpoints (every address its
+//! URLs resolve to, re-resolved every `dns_refresh`), balanced by power of two choices,
+//! ejected when they fail and probed back ([`endpoint`]), optionally health-checked
+//! ([`health`]). Unary calls ([`unary`]) and streams ([`stream`]: tonic's client framing over
+//! the same connections, with a codec that moves protobuf messages as raw bytes) share the
+//! endpoints' HTTP/2 connections, driven straight on the `h2` crate and dialed by
+//! [`connect`]: h2c for `http://` upstreams, TLS (ALPN h2) for `https://` ones.
 
-mod sanitize;
+mod connect;
+mod endpoint;
+mod health;
+mod pool;
+mod resolve;
+mod stream;
 mod unary;
+
+pub use connect::UpstreamTls;
+pub use resolve::{Resolution, Resolve, SystemResolver};
 
 use crate::error::SetupError;
 use std::collections::HashMap;
@@ -14,9 +25,11 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes};
 use http::HeaderMap;
 use http::uri::PathAndQuery;
-use sanitize::Sanitized;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
-use tonic::transport::Endpoint;
 use tonic::{Status, metadata::MetadataMap};
 
 /// The answers' decoder of streaming calls: each message is its protobuf bytes, nothing
@@ -74,52 +87,82 @@ pub struct Upstreams {
     default: Option<Route>,
     by_service: HashMap<String, Route>,
     max_response_bytes: usize,
+    /// `protogate_upstream_endpoints{upstream,state}` and
+    /// `protogate_upstream_requests_total{upstream}`, registered by the edge's metrics.
+    endpoint_gauges: Family<EndpointLabels, Gauge>,
+    upstream_calls: Family<UpstreamLabels, Counter>,
 }
 
-/// Where one service's calls go: unary ones on the shared h2 connection, streaming ones on
-/// the tonic channel.
+/// Where one service's calls go: its upstream's pool, unary calls and streams alike.
 #[derive(Clone, Debug)]
 struct Route {
-    uri: String,
-    /// Streams' request messages go gzip-compressed.
-    compress_requests: bool,
+    pool: Arc<pool::Pool>,
     /// Calls in flight to this upstream, under `max_concurrent_requests_per_upstream`.
     calls: Option<Arc<crate::admission::Limit>>,
-    unary: Arc<unary::Upstream>,
-    channel: Sanitized,
 }
 
 impl Route {
-    /// A ready streaming client for this upstream.
-    async fn client(
-        &self,
-        max_response_bytes: usize,
-    ) -> Result<tonic::client::Grpc<Sanitized>, Status> {
-        let mut grpc = tonic::client::Grpc::new(self.channel.clone())
+    /// A streaming client for this upstream.
+    fn client(&self, max_response_bytes: usize) -> tonic::client::Grpc<stream::PoolService> {
+        let grpc = tonic::client::Grpc::new(stream::PoolService(self.pool.clone()))
             .max_decoding_message_size(max_response_bytes)
             .max_encoding_message_size(usize::MAX)
             .accept_compressed(CompressionEncoding::Gzip);
-        if self.compress_requests {
-            grpc = grpc.send_compressed(CompressionEncoding::Gzip);
-        }
-        grpc.ready()
-            .await
-            .map_err(|e| unreached(format!("upstream {} not reachable: {e}", self.uri)))?;
-        Ok(grpc)
-    }
-
-    /// A streaming call's failure: tonic's own words for a transport failure ("tcp connect
-    /// error") with this upstream named, as the unary client words it; the upstream's status
-    /// as it is.
-    fn name_in(&self, status: Status) -> Status {
-        if (status.code() == tonic::Code::Unavailable && made_by_gateway(&status))
-            || lost_connection(&status)
-        {
-            unreached(format!("upstream {}: {}", self.uri, status.message()))
+        if self.pool.options.compress_requests {
+            grpc.send_compressed(CompressionEncoding::Gzip)
         } else {
-            status
+            grpc
         }
     }
+}
+
+/// One URL of an upstream as configured, and, for `https://`, how to speak TLS to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    pub uri: String,
+    pub tls: Option<UpstreamTls>,
+}
+
+impl Target {
+    /// An upstream reached without TLS (`http://`, gRPC over h2c).
+    pub fn plain(uri: &str) -> Target {
+        Target {
+            uri: uri.to_owned(),
+            tls: None,
+        }
+    }
+}
+
+/// An upstream as configured: its URLs (each host name stands for every address it resolves
+/// to) and whether its endpoints are health-checked (`grpc.health.v1.Health/Check`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct UpstreamSpec {
+    pub targets: Vec<Target>,
+    pub health_check: bool,
+}
+
+impl UpstreamSpec {
+    /// One URL, no active health check.
+    pub fn single(target: Target) -> UpstreamSpec {
+        UpstreamSpec {
+            targets: vec![target],
+            health_check: false,
+        }
+    }
+}
+
+/// `protogate_upstream_requests_total`'s labels: the upstream as configured.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamLabels {
+    pub upstream: crate::metrics::MethodName,
+}
+
+/// `protogate_upstream_endpoints`'s labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointLabels {
+    pub upstream: crate::metrics::MethodName,
+    /// `healthy` or `ejected`.
+    pub state: &'static str,
 }
 
 /// A successful upstream answer: the protobuf body and the metadata (headers and trailers).
@@ -137,17 +180,21 @@ pub struct UpstreamOptions {
     pub keepalive_interval: Duration,
     /// A connection whose PING is not answered within this is given up.
     pub keepalive_timeout: Duration,
-    /// Unary calls on one connection before it is replaced (client stream ids run out at
-    /// 2^30 calls).
+    /// Calls on one connection before it is replaced (client stream ids run out at 2^30
+    /// calls).
     pub max_streams_per_connection: u32,
     /// Request messages are sent gzip-compressed (`upstream_compression = "gzip"`; default
     /// off). Answers compressed with gzip are accepted either way.
     pub compress_requests: bool,
+    /// Host names are resolved again this often (`dns_refresh`, default 5 s).
+    pub dns_refresh: Duration,
+    /// Health-checked upstreams are asked this often (`health_interval`, default 5 s).
+    pub health_interval: Duration,
 }
 
 impl Default for UpstreamOptions {
     /// tonic's and hyper's settings: 5 s to connect, a PING every 30 s while calls are in
-    /// flight, 20 s to answer it.
+    /// flight, 20 s to answer it; names resolved and health checked every 5 s.
     fn default() -> UpstreamOptions {
         UpstreamOptions {
             connect_timeout: Duration::from_secs(5),
@@ -155,6 +202,8 @@ impl Default for UpstreamOptions {
             keepalive_timeout: Duration::from_secs(20),
             max_streams_per_connection: 1 << 29,
             compress_requests: false,
+            dns_refresh: Duration::from_secs(5),
+            health_interval: Duration::from_secs(5),
         }
     }
 }
@@ -182,50 +231,118 @@ impl Upstreams {
         max_response_bytes: usize,
         options: UpstreamOptions,
     ) -> Result<Upstreams, SetupError> {
-        // Services on the same upstream share its connection.
-        let mut shared: HashMap<String, Route> = HashMap::new();
-        let mut route = |uri: &str| -> Result<Route, SetupError> {
-            if let Some(route) = shared.get(uri) {
-                return Ok(route.clone());
-            }
-            let mut endpoint = Endpoint::from_shared(uri.to_owned())
-                .map_err(|e| SetupError::Upstream {
-                    uri: uri.to_owned(),
-                    reason: format!("not a valid URI: {e}"),
-                })?
-                .tcp_nodelay(true)
-                .connect_timeout(options.connect_timeout)
-                .keep_alive_while_idle(false);
-            if !options.keepalive_interval.is_zero() {
-                endpoint = endpoint
-                    .http2_keep_alive_interval(options.keepalive_interval)
-                    .keep_alive_timeout(options.keepalive_timeout);
-            }
-            let route = Route {
-                uri: uri.to_owned(),
-                compress_requests: options.compress_requests,
-                calls: None,
-                unary: Arc::new(unary::Upstream::new(uri, options, max_response_bytes)?),
-                channel: Sanitized(endpoint.connect_lazy()),
-            };
-            shared.insert(uri.to_owned(), route.clone());
-            Ok(route)
-        };
-        let default = default.map(&mut route).transpose()?;
-        let by_service = by_service
-            .iter()
-            .map(|(service, uri)| Ok((service.clone(), route(uri)?)))
-            .collect::<Result<_, SetupError>>()?;
-        Ok(Upstreams {
-            default,
-            by_service,
+        Upstreams::from_targets(
+            default.map(Target::plain),
+            by_service
+                .iter()
+                .map(|(service, uri)| (service.clone(), Target::plain(uri)))
+                .collect(),
             max_response_bytes,
+            options,
+        )
+    }
+
+    /// Upstreams of one URL each, each with its TLS settings when it is `https://`.
+    pub fn from_targets(
+        default: Option<Target>,
+        by_service: Vec<(String, Target)>,
+        max_response_bytes: usize,
+        options: UpstreamOptions,
+    ) -> Result<Upstreams, SetupError> {
+        Upstreams::build(
+            default.map(UpstreamSpec::single),
+            by_service
+                .into_iter()
+                .map(|(service, target)| (service, UpstreamSpec::single(target)))
+                .collect(),
+            max_response_bytes,
+            options,
+            Arc::new(SystemResolver),
+        )
+    }
+
+    /// Upstreams as configured, host names resolved by `resolver`. Services whose upstreams
+    /// have the same URLs (and TLS settings) share one pool of endpoints.
+    pub fn build(
+        default: Option<UpstreamSpec>,
+        by_service: Vec<(String, UpstreamSpec)>,
+        max_response_bytes: usize,
+        options: UpstreamOptions,
+        resolver: Arc<dyn Resolve>,
+    ) -> Result<Upstreams, SetupError> {
+        // The services each distinct upstream health-checks ("" for the default upstream:
+        // the server's overall health, as the health protocol defines it).
+        let mut distinct: Vec<(Vec<Target>, Vec<String>)> = Vec::new();
+        for (service, spec) in default
+            .iter()
+            .map(|spec| ("", spec))
+            .chain(by_service.iter().map(|(s, spec)| (s.as_str(), spec)))
+        {
+            let at = match distinct.iter().position(|(t, _)| *t == spec.targets) {
+                Some(at) => at,
+                None => {
+                    distinct.push((spec.targets.clone(), Vec::new()));
+                    distinct.len() - 1
+                }
+            };
+            if spec.health_check {
+                distinct[at].1.push(service.to_owned());
+            }
+        }
+        let endpoint_gauges = Family::<EndpointLabels, Gauge>::default();
+        let upstream_calls = Family::<UpstreamLabels, Counter>::default();
+        let mut pools: Vec<(Vec<Target>, Arc<pool::Pool>)> = Vec::new();
+        for (targets, health_services) in distinct {
+            let name = pool::name(&targets);
+            let label = crate::metrics::MethodName(name);
+            let gauge = |state| {
+                endpoint_gauges
+                    .get_or_create(&EndpointLabels {
+                        upstream: label.clone(),
+                        state,
+                    })
+                    .clone()
+            };
+            let settings = pool::PoolSettings {
+                options,
+                max_response_bytes,
+                health_services,
+                gauges: endpoint::StateGauges {
+                    healthy: gauge("healthy"),
+                    ejected: gauge("ejected"),
+                },
+                calls: upstream_calls
+                    .get_or_create(&UpstreamLabels {
+                        upstream: label.clone(),
+                    })
+                    .clone(),
+                resolver: resolver.clone(),
+            };
+            let pool = pool::Pool::new(&targets, settings)?;
+            pools.push((targets, pool));
+        }
+        let route = |spec: &UpstreamSpec| -> Option<Route> {
+            let (_, pool) = pools.iter().find(|(t, _)| *t == spec.targets)?;
+            Some(Route {
+                pool: pool.clone(),
+                calls: None,
+            })
+        };
+        Ok(Upstreams {
+            default: default.as_ref().and_then(route),
+            by_service: by_service
+                .iter()
+                .filter_map(|(service, spec)| Some((service.clone(), route(spec)?)))
+                .collect(),
+            max_response_bytes,
+            endpoint_gauges,
+            upstream_calls,
         })
     }
 
-    /// The URI of `service`'s upstream.
+    /// The upstream of `service` as configured (its URLs, comma-separated).
     pub fn uri(&self, service: &str) -> Option<&str> {
-        self.route(service).ok().map(|r| r.uri.as_str())
+        self.route(service).ok().map(|r| &*r.pool.name)
     }
 
     /// The services given an upstream of their own.
@@ -233,16 +350,31 @@ impl Upstreams {
         self.by_service.keys().map(String::as_str)
     }
 
+    /// `protogate_upstream_endpoints` and `protogate_upstream_requests`, for the registry.
+    pub(crate) fn metric_families(
+        &self,
+    ) -> (
+        Family<EndpointLabels, Gauge>,
+        Family<UpstreamLabels, Counter>,
+    ) {
+        (self.endpoint_gauges.clone(), self.upstream_calls.clone())
+    }
+
     /// Limits the calls in flight to each upstream (services on one upstream share its
     /// limit) to `max`.
     pub(crate) fn limit_calls(&mut self, max: Option<usize>) {
         let Some(max) = max else { return };
-        let mut by_uri: HashMap<String, Arc<crate::admission::Limit>> = HashMap::new();
+        let mut by_pool: Vec<(Arc<pool::Pool>, Arc<crate::admission::Limit>)> = Vec::new();
         for route in self.default.iter_mut().chain(self.by_service.values_mut()) {
-            let limit = by_uri
-                .entry(route.uri.clone())
-                .or_insert_with(|| Arc::new(crate::admission::Limit::new(Some(max))));
-            route.calls = Some(Arc::clone(limit));
+            let limit = match by_pool.iter().find(|(p, _)| Arc::ptr_eq(p, &route.pool)) {
+                Some((_, limit)) => limit.clone(),
+                None => {
+                    let limit = Arc::new(crate::admission::Limit::new(Some(max)));
+                    by_pool.push((route.pool.clone(), limit.clone()));
+                    limit
+                }
+            };
+            route.calls = Some(limit);
         }
     }
 
@@ -265,26 +397,22 @@ impl Upstreams {
             .ok_or_else(|| unreached(format!("no upstream configured for service {service}")))
     }
 
-    /// The upstreams that do not accept a TCP connection within `timeout`, each with why.
+    /// The upstreams without a healthy endpoint, each with why: none has a connection up or
+    /// makes one within `timeout` (an upstream's endpoints are tried in turn).
     pub async fn unreachable(&self, timeout: Duration) -> Vec<String> {
-        let mut routes: Vec<&Route> = self
-            .default
-            .iter()
-            .chain(self.by_service.values())
-            .collect();
-        routes.sort_by(|a, b| a.uri.cmp(&b.uri));
-        routes.dedup_by(|a, b| a.uri == b.uri);
-        let mut problems = Vec::new();
-        for route in routes {
-            let (host, port) = host_port(route.unary.authority());
-            match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port))).await
-            {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => problems.push(format!("{}: {e}", route.uri)),
-                Err(_) => problems.push(format!("{}: connect timed out", route.uri)),
+        let mut pools: Vec<&Arc<pool::Pool>> = Vec::new();
+        for route in self.default.iter().chain(self.by_service.values()) {
+            if !pools.iter().any(|p| Arc::ptr_eq(p, &route.pool)) {
+                pools.push(&route.pool);
             }
         }
-        problems
+        pools.sort_by(|a, b| a.name.cmp(&b.name));
+        let checks = pools.iter().map(|pool| pool.ready(timeout));
+        futures_util::future::join_all(checks)
+            .await
+            .into_iter()
+            .filter_map(Result::err)
+            .collect()
     }
 
     /// Calls a unary method with raw protobuf bytes. `timeout` is sent as `grpc-timeout`; the
@@ -297,8 +425,8 @@ impl Upstreams {
         metadata: HeaderMap,
         timeout: Duration,
     ) -> Result<Answer, Status> {
-        let upstream = &self.route(service)?.unary;
-        upstream.unary(path, body, metadata, timeout).await
+        let pool = &self.route(service)?.pool;
+        unary::call(pool, path, body, metadata, timeout).await
     }
 
     /// Calls a method whose responses stream, with one request message (server streaming)
@@ -316,12 +444,10 @@ impl Upstreams {
         S: futures_core::Stream<Item = Option<Bytes>> + Send + 'static,
     {
         let path = method_path(path)?;
-        let route = self.route(service)?;
-        let mut grpc = route.client(self.max_response_bytes).await?;
+        let mut grpc = self.route(service)?.client(self.max_response_bytes);
         let response = grpc
             .streaming(request(requests, metadata, timeout), path, StreamCodec)
-            .await
-            .map_err(|s| route.name_in(s))?;
+            .await?;
         let (metadata, stream, _) = response.into_parts();
         Ok((metadata.into_headers(), stream))
     }
@@ -339,12 +465,10 @@ impl Upstreams {
         S: futures_core::Stream<Item = Option<Bytes>> + Send + 'static,
     {
         let path = method_path(path)?;
-        let route = self.route(service)?;
-        let mut grpc = route.client(self.max_response_bytes).await?;
+        let mut grpc = self.route(service)?.client(self.max_response_bytes);
         let response = grpc
             .client_streaming(request(requests, metadata, timeout), path, StreamCodec)
-            .await
-            .map_err(|s| route.name_in(s))?;
+            .await?;
         let (metadata, body, _) = response.into_parts();
         Ok(Answer {
             body,
@@ -373,54 +497,11 @@ fn unreached(message: impl Into<String>) -> Status {
     status
 }
 
-/// True when the gateway made `status` because it could not get an answer: the unary client
-/// marks its own ([`unreached`]); tonic attaches the transport error it failed with as the
-/// source of its own. A status the upstream sent (read from `grpc-status`) has no source.
+/// True when the gateway made `status` because it could not get an answer: the upstream
+/// clients mark their own ([`unreached`]). A status the upstream sent (read from
+/// `grpc-status`) has no source.
 pub(crate) fn made_by_gateway(status: &Status) -> bool {
     std::error::Error::source(status).is_some()
-}
-
-/// True when tonic made `status` from a failure of the connection under the call (an I/O
-/// error, a GOAWAY, a connection closed or being closed), whatever code it gave it: gRPC calls
-/// that UNAVAILABLE. A stream the upstream reset on purpose (RST_STREAM) keeps tonic's code
-/// (gRPC's mapping of the reason), and a status the upstream sent has no source at all.
-pub(crate) fn lost_connection(status: &Status) -> bool {
-    // tonic's own client timer (the grpc-timeout it was given) is the deadline passing, not a
-    // lost connection.
-    if status.code() == tonic::Code::Ok || !made_by_gateway(status) || deadline_passed(status) {
-        return false;
-    }
-    let mut cause = std::error::Error::source(status);
-    while let Some(err) = cause {
-        if let Some(h2) = err.downcast_ref::<h2::Error>() {
-            return !(h2.is_reset() && h2.is_remote());
-        }
-        if err.is::<Unreached>() {
-            return false;
-        }
-        cause = err.source();
-    }
-    true
-}
-
-/// True when tonic's client timer (the `grpc-timeout` a streaming call was sent with) ended
-/// the call: the deadline passed.
-pub(crate) fn deadline_passed(status: &Status) -> bool {
-    let mut cause = std::error::Error::source(status);
-    while let Some(err) = cause {
-        if err.is::<tonic::TimeoutExpired>() {
-            return true;
-        }
-        cause = err.source();
-    }
-    false
-}
-
-/// Where to connect for `authority`: the host without IPv6 brackets, the port (80 when none).
-fn host_port(authority: &http::uri::Authority) -> (&str, u16) {
-    let host = authority.host();
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    (host, authority.port_u16().unwrap_or(80))
 }
 
 /// A gRPC binary header's value (`*-bin`): base64, sent unpadded, correct padding accepted

@@ -1,44 +1,33 @@
-//! Unary gRPC calls straight on the `h2` crate: one HTTP/2 connection per upstream, shared by
-//! every call. A call is one stream driven by the caller's own task: no task spawned per call,
-//! no channel between the caller and the connection (tonic's channel goes through a buffer
-//! task and hyper's dispatch task, and hyper spawns one more task per call).
+//! Unary gRPC calls straight on an endpoint's `h2` connection (endpoint.rs), each call one
+//! stream polled by the request's own task.
 //!
-//! What tonic gave and this keeps: a lazily dialed connection with a connect timeout,
-//! `TCP_NODELAY`, redialing after the connection is lost, HTTP/2 keep-alive pings while calls
-//! are in flight (a dead peer is noticed), the gRPC status from trailers or a trailers-only
-//! answer, the HTTP-status mapping when there is no gRPC status, the response size limit, and
-//! response metadata from headers and trailers. Added: one transparent retry of a call the
-//! upstream provably did not process (no stream was opened, the stream was refused, or it was
-//! above the last stream a GOAWAY let through), so a backend that restarts or drains does not
-//! fail the calls that had not reached it; a connection is replaced before its stream ids run
-//! out; a status the upstream sends malformed is an error, never a panic.
+//! The answer is read as gRPC specifies: the status from trailers or a trailers-only answer,
+//! the HTTP-status mapping when there is no gRPC status, the response size limit, one message,
+//! metadata from headers and trailers; a status the upstream sends malformed is an error,
+//! never a panic. A call the upstream provably did not process (its endpoint could not be
+//! dialed, the stream was refused, or it was above the last stream a GOAWAY let through) is
+//! sent once more, on another endpoint when there is one, so a backend that restarts or
+//! drains does not fail the calls that had not reached it.
 
-use crate::error::SetupError;
 use std::io::Cursor;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::buf::Chain;
 use bytes::{Buf, Bytes, BytesMut};
-use h2::client::{Connection, ResponseFuture, SendRequest};
-use h2::{Ping, Reason, RecvStream};
-use http::uri::{Authority, Scheme};
+use h2::client::ResponseFuture;
+use h2::{Reason, RecvStream};
+use http::uri::Authority;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode, Uri, header};
-use tokio::net::TcpStream;
-use tokio::sync::watch;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 
-use super::{Answer, UpstreamOptions};
+use super::Answer;
+use super::endpoint::{Conn, Endpoint, Frame, InFlight};
+use super::pool::Pool;
 
-/// A request body: the gRPC message prefix and the message, sent as one DATA frame without
-/// copying the message.
-type Frame = Chain<Cursor<[u8; 5]>, Bytes>;
-
-const APPLICATION_GRPC: HeaderValue = HeaderValue::from_static("application/grpc");
+pub(super) const APPLICATION_GRPC: HeaderValue = HeaderValue::from_static("application/grpc");
 const TRAILERS: HeaderValue = HeaderValue::from_static("trailers");
-const USER_AGENT: HeaderValue =
+pub(super) const USER_AGENT: HeaderValue =
     HeaderValue::from_static(concat!("protogate/", env!("CARGO_PKG_VERSION")));
 const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
@@ -52,348 +41,212 @@ const NO_MESSAGE: &str = "the upstream answered OK without a message";
 /// The largest DATA payload h2 accepts in one call (its flow-control window limit).
 const MAX_FRAME: usize = (1 << 31) - 1;
 
-/// One upstream (scheme `http`, gRPC over h2c) and its shared connection.
-pub struct Upstream {
-    authority: Authority,
-    options: UpstreamOptions,
-    max_response_bytes: usize,
-    live: Arc<Mutex<Live>>,
-}
-
-#[derive(Default)]
-struct Live {
-    conn: Option<Conn>,
-    /// The dial in progress, which every caller that finds no connection waits for. It runs in
-    /// its own task, so a caller that gives up does not abandon it for the others.
-    dialing: Option<watch::Receiver<Option<Result<Conn, String>>>>,
-}
-
-#[derive(Clone)]
-struct Conn {
-    sender: SendRequest<Frame>,
-    state: Arc<ConnState>,
-}
-
-#[derive(Default)]
-struct ConnState {
-    closed: AtomicBool,
-    calls: AtomicUsize,
-    streams: AtomicU32,
-}
-
-/// Counts a call in flight on a connection (keep-alive pings only while there are some).
-struct InFlight(Arc<ConnState>);
-
-impl InFlight {
-    fn new(state: &Arc<ConnState>) -> InFlight {
-        state.calls.fetch_add(1, Ordering::Relaxed);
-        InFlight(state.clone())
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.calls.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// Why a call failed, and whether it may be sent again.
-enum Failure {
-    /// The upstream provably did not process the call.
+pub(super) enum Failure {
+    /// The endpoint could not be reached (no connection): the call may go to another one.
+    Unreachable(Status),
+    /// The upstream provably did not process the call: it may go again, on any endpoint.
     NotSent(Status),
     Final(Status),
 }
 
-impl std::fmt::Debug for Upstream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upstream")
-            .field("authority", &self.authority)
-            .field("options", &self.options)
-            .finish()
+impl Failure {
+    pub(super) fn into_status(self) -> Status {
+        match self {
+            Failure::Unreachable(s) | Failure::NotSent(s) | Failure::Final(s) => s,
+        }
     }
 }
 
-fn lock(live: &Mutex<Live>) -> MutexGuard<'_, Live> {
-    live.lock().unwrap_or_else(PoisonError::into_inner)
+/// The request head of a call to `endpoint`.
+pub(super) fn call_uri(endpoint: &Endpoint, path: &http::uri::PathAndQuery) -> Result<Uri, Status> {
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = Some(Pool::scheme(endpoint));
+    parts.authority = Some(endpoint.authority.clone());
+    parts.path_and_query = Some(path.clone());
+    // Scheme, authority and path are all set: this cannot fail.
+    Uri::from_parts(parts).map_err(|e| Status::internal(e.to_string()))
 }
 
-impl Upstream {
-    /// An upstream at `uri` (`http://host[:port]`); nothing is dialed until the first call.
-    pub fn new(
-        uri: &str,
-        options: UpstreamOptions,
-        max_response_bytes: usize,
-    ) -> Result<Upstream, SetupError> {
-        let bad = |reason: String| SetupError::Upstream {
-            uri: uri.to_owned(),
-            reason,
-        };
-        let parsed: Uri = uri
-            .parse()
-            .map_err(|e| bad(format!("not a valid URI: {e}")))?;
-        if parsed.scheme() != Some(&Scheme::HTTP) {
-            return Err(bad(
-                "only http:// (gRPC over cleartext HTTP/2) is supported".into(),
-            ));
-        }
-        let Some(authority) = parsed.authority().cloned() else {
-            return Err(bad("no host".into()));
-        };
-        Ok(Upstream {
-            authority,
-            options,
-            max_response_bytes,
-            live: Arc::default(),
-        })
+/// Calls `path` on `pool` with one message; the answer's single message and its metadata.
+/// The caller enforces `timeout` (what is left of it is sent as `grpc-timeout`); dropping the
+/// future resets the stream (the upstream sees the call cancelled).
+pub(super) async fn call(
+    pool: &Pool,
+    path: &str,
+    message: Bytes,
+    metadata: HeaderMap,
+    timeout: Duration,
+) -> Result<Answer, Status> {
+    let start = Instant::now();
+    let path = super::method_path(path)?;
+    if message.len() > MAX_FRAME - 5 {
+        return Err(Status::resource_exhausted(
+            "a request message over 2 GiB cannot be sent in one HTTP/2 call",
+        ));
     }
+    let compress = pool.options.compress_requests;
+    // `upstream_compression = "gzip"`: the message goes compressed, flagged so.
+    let message = if compress { gzip(&message)? } else { message };
+    let mut prefix = [u8::from(compress), 0, 0, 0, 0];
+    prefix[1..].copy_from_slice(&(message.len() as u32).to_be_bytes());
 
-    pub fn authority(&self) -> &Authority {
-        &self.authority
-    }
-
-    /// Calls `path` with one message; the answer's single message and its metadata. The
-    /// caller enforces `timeout` (what is left of it is sent as `grpc-timeout`); dropping the
-    /// future resets the stream (the upstream sees the call cancelled).
-    pub async fn unary(
-        &self,
-        path: &str,
-        message: Bytes,
-        metadata: HeaderMap,
-        timeout: Duration,
-    ) -> Result<Answer, Status> {
-        let start = Instant::now();
-        let mut parts = http::uri::Parts::default();
-        parts.scheme = Some(Scheme::HTTP);
-        parts.authority = Some(self.authority.clone());
-        parts.path_and_query = Some(super::method_path(path)?);
-        // Scheme, authority and path are all set: this cannot fail.
-        let uri = Uri::from_parts(parts).map_err(|e| Status::internal(e.to_string()))?;
-        if message.len() > MAX_FRAME - 5 {
-            return Err(Status::resource_exhausted(
-                "a request message over 2 GiB cannot be sent in one HTTP/2 call",
-            ));
-        }
-        // `upstream_compression = "gzip"`: the message goes compressed, flagged so.
-        let message = if self.options.compress_requests {
-            gzip(&message)?
+    // One retry, and only of a call the upstream did not process. A send consumes the
+    // request head, so each attempt builds its own from the client's metadata (usually
+    // empty; otherwise a few reference-counted clones).
+    let mut failed: Option<(Arc<Endpoint>, Failure)> = None;
+    loop {
+        let retry = failed.is_some();
+        let call = match (pool.take(failed.as_ref().map(|(e, _)| e)).await?, failed) {
+            (Some(call), _) => call,
+            // No other endpoint: a refused call goes to the same one again, an unreachable
+            // endpoint is not dialed twice.
+            (None, Some((endpoint, Failure::NotSent(_)))) => InFlight::new(&endpoint),
+            (None, Some((_, failure))) => return Err(failure.into_status()),
+            (None, None) => {
+                return Err(super::unreached(format!(
+                    "upstream {} has no endpoint",
+                    pool.name
+                )));
+            }
+        };
+        // What is left of the deadline (the first attempt has all of it).
+        let left = if retry {
+            timeout.saturating_sub(start.elapsed())
         } else {
-            message
+            timeout
         };
-        let mut prefix = [u8::from(self.options.compress_requests), 0, 0, 0, 0];
-        prefix[1..].copy_from_slice(&(message.len() as u32).to_be_bytes());
-
-        // One retry, and only of a call the upstream did not process. A send consumes the
-        // request head, so each attempt builds its own from the client's metadata (usually
-        // empty; otherwise a few reference-counted clones).
-        let mut attempts_left = 2;
-        loop {
-            attempts_left -= 1;
-            // What is left of the deadline (the first attempt has all of it).
-            let left = if attempts_left > 0 {
-                timeout
-            } else {
-                timeout.saturating_sub(start.elapsed())
-            };
-            let mut request = Request::new(());
-            *request.method_mut() = http::Method::POST;
-            *request.uri_mut() = uri.clone();
-            let headers = request.headers_mut();
-            headers.reserve(metadata.len() + 4);
-            for (name, value) in &metadata {
-                headers.append(name.clone(), value.clone());
+        let endpoint = call.endpoint().clone();
+        let mut request = Request::new(());
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = call_uri(&endpoint, &path)?;
+        let headers = request.headers_mut();
+        headers.reserve(metadata.len() + 4);
+        for (name, value) in &metadata {
+            headers.append(name.clone(), value.clone());
+        }
+        headers.insert(header::CONTENT_TYPE, APPLICATION_GRPC);
+        headers.insert(header::TE, TRAILERS);
+        headers.insert(header::USER_AGENT, USER_AGENT);
+        headers.insert(GRPC_TIMEOUT, grpc_timeout(left));
+        headers.insert(GRPC_ACCEPT_ENCODING, GZIP);
+        if compress {
+            headers.insert(GRPC_ENCODING, GZIP);
+        }
+        let frame = Cursor::new(prefix).chain(message.clone());
+        pool.calls.inc();
+        match attempt(call, request, frame, pool.max_response_bytes).await {
+            Ok(answer) => {
+                endpoint.succeeded();
+                return Ok(answer);
             }
-            headers.insert(header::CONTENT_TYPE, APPLICATION_GRPC);
-            headers.insert(header::TE, TRAILERS);
-            headers.insert(header::USER_AGENT, USER_AGENT);
-            headers.insert(GRPC_TIMEOUT, grpc_timeout(left));
-            headers.insert(GRPC_ACCEPT_ENCODING, GZIP);
-            if self.options.compress_requests {
-                headers.insert(GRPC_ENCODING, GZIP);
+            Err(failure @ (Failure::NotSent(_) | Failure::Unreachable(_))) if !retry => {
+                tracing::debug!(upstream = %endpoint.authority, addr = %endpoint.addr, status = %failure_status(&failure), "call retried");
+                failed = Some((endpoint, failure));
             }
-            let frame = Cursor::new(prefix).chain(message.clone());
-            match self.attempt(request, frame).await {
-                Ok(answer) => return Ok(answer),
-                Err(Failure::NotSent(status)) if attempts_left > 0 => {
-                    tracing::debug!(upstream = %self.authority, %status, "call retried");
-                }
-                Err(Failure::NotSent(status) | Failure::Final(status)) => return Err(status),
-            }
+            Err(failure) => return Err(failure.into_status()),
         }
     }
+}
 
-    async fn attempt(&self, request: Request<()>, frame: Frame) -> Result<Answer, Failure> {
-        // A dial that failed would fail again at once: not retried.
-        let conn = self.connection().await.map_err(Failure::Final)?;
-        let lost = |e: h2::Error| {
-            conn.state.closed.store(true, Ordering::Relaxed);
-            Failure::NotSent(super::unreached(format!(
-                "upstream {} connection lost: {e}",
-                self.authority
+fn failure_status(failure: &Failure) -> &Status {
+    match failure {
+        Failure::Unreachable(s) | Failure::NotSent(s) | Failure::Final(s) => s,
+    }
+}
+
+/// One attempt of a call on the endpoint `call` holds.
+async fn attempt(
+    mut call: InFlight,
+    request: Request<()>,
+    frame: Frame,
+    max_response_bytes: usize,
+) -> Result<Answer, Failure> {
+    let endpoint = call.endpoint().clone();
+    let conn = endpoint
+        .connection(&mut call)
+        .await
+        .map_err(Failure::Unreachable)?;
+    send(&endpoint, conn, request, frame, max_response_bytes).await
+}
+
+/// A unary call without metadata on a given connection of `endpoint` (the active health
+/// check's).
+pub(super) async fn call_on(
+    endpoint: &Arc<Endpoint>,
+    conn: Conn,
+    path: &str,
+    message: Bytes,
+    timeout: Duration,
+    max_response_bytes: usize,
+) -> Result<Answer, Status> {
+    let mut request = Request::new(());
+    *request.method_mut() = http::Method::POST;
+    *request.uri_mut() = call_uri(endpoint, &super::method_path(path)?)?;
+    let headers = request.headers_mut();
+    headers.insert(header::CONTENT_TYPE, APPLICATION_GRPC);
+    headers.insert(header::TE, TRAILERS);
+    headers.insert(header::USER_AGENT, USER_AGENT);
+    headers.insert(GRPC_TIMEOUT, grpc_timeout(timeout));
+    let mut prefix = [0u8; 5];
+    prefix[1..].copy_from_slice(&(message.len() as u32).to_be_bytes());
+    send(
+        endpoint,
+        conn,
+        request,
+        Cursor::new(prefix).chain(message),
+        max_response_bytes,
+    )
+    .await
+    .map_err(Failure::into_status)
+}
+
+/// Sends the call on `conn` and reads its answer.
+async fn send(
+    endpoint: &Endpoint,
+    conn: Conn,
+    request: Request<()>,
+    frame: Frame,
+    max_response_bytes: usize,
+) -> Result<Answer, Failure> {
+    let authority = &endpoint.authority;
+    let (response, mut send) = open(endpoint, &conn, request).await?;
+    conn.opened(endpoint.options.max_streams_per_connection);
+    if send.send_data(frame, true).is_err() {
+        // The stream is over (the upstream reset it, or the connection went): its answer
+        // tells why, and whether the call may go again. Reset in case it is not.
+        send.send_reset(Reason::CANCEL);
+    }
+    read_answer(response, max_response_bytes, authority).await
+}
+
+/// Opens a stream for `request` on `conn` (waiting for the upstream's stream limit).
+pub(super) async fn open(
+    endpoint: &Endpoint,
+    conn: &Conn,
+    request: Request<()>,
+) -> Result<(ResponseFuture, h2::SendStream<Frame>), Failure> {
+    let lost = |e: h2::Error| {
+        conn.state
+            .closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Failure::NotSent(super::unreached(format!(
+            "upstream {} connection lost: {e}",
+            endpoint.authority
+        )))
+    };
+    // `ready` fails only for the connection's reasons.
+    let mut sender = conn.sender.clone().ready().await.map_err(lost)?;
+    sender.send_request(request, false).map_err(|e| {
+        if e.is_io() || e.is_go_away() || e.reason().is_some() {
+            lost(e)
+        } else {
+            // h2 refused this request's head; the connection is fine.
+            Failure::Final(Status::internal(format!(
+                "the call could not be sent upstream: {e}"
             )))
-        };
-        // `ready` fails only for the connection's reasons.
-        let mut sender = conn.sender.clone().ready().await.map_err(lost)?;
-        let (response, mut send) = sender.send_request(request, false).map_err(|e| {
-            if e.is_io() || e.is_go_away() || e.reason().is_some() {
-                lost(e)
-            } else {
-                // h2 refused this request's head; the connection is fine.
-                Failure::Final(Status::internal(format!(
-                    "the call could not be sent upstream: {e}"
-                )))
-            }
-        })?;
-        // Client stream ids are odd and end at 2^31: a connection is replaced well before.
-        if conn.state.streams.fetch_add(1, Ordering::Relaxed) + 1
-            >= self.options.max_streams_per_connection
-        {
-            conn.state.closed.store(true, Ordering::Relaxed);
         }
-        let _in_flight = InFlight::new(&conn.state);
-        if send.send_data(frame, true).is_err() {
-            // The stream is over (the upstream reset it, or the connection went): its answer
-            // tells why, and whether the call may go again. Reset in case it is not.
-            send.send_reset(Reason::CANCEL);
-        }
-        read_answer(response, self.max_response_bytes, &self.authority).await
-    }
-
-    /// The live connection; dialed (once for every caller waiting) if there is none.
-    async fn connection(&self) -> Result<Conn, Status> {
-        let mut dialing = {
-            let mut live = lock(&self.live);
-            if let Some(conn) = live
-                .conn
-                .as_ref()
-                .filter(|c| !c.state.closed.load(Ordering::Relaxed))
-            {
-                return Ok(conn.clone());
-            }
-            match &live.dialing {
-                Some(dialing) => dialing.clone(),
-                None => {
-                    let (done, dialing) = watch::channel(None);
-                    live.dialing = Some(dialing.clone());
-                    tokio::spawn(dial(
-                        self.authority.clone(),
-                        self.options,
-                        self.live.clone(),
-                        done,
-                    ));
-                    dialing
-                }
-            }
-        };
-        // The dial task always reports before its sender is dropped.
-        let outcome = dialing
-            .wait_for(Option::is_some)
-            .await
-            .ok()
-            .and_then(|outcome| outcome.clone())
-            .unwrap_or_else(|| Err("the dial to the upstream was abandoned".into()));
-        outcome.map_err(super::unreached)
-    }
-}
-
-/// Dials `authority`, records the connection (or not) in `live`, and tells the waiting calls.
-async fn dial(
-    authority: Authority,
-    options: UpstreamOptions,
-    live: Arc<Mutex<Live>>,
-    done: watch::Sender<Option<Result<Conn, String>>>,
-) {
-    let (host, port) = super::host_port(&authority);
-    let connect = async {
-        let tcp = TcpStream::connect((host, port)).await?;
-        tcp.set_nodelay(true)?;
-        h2::client::Builder::new()
-            // hyper's client defaults, which tonic used: large windows so a big answer does
-            // not wait for WINDOW_UPDATEs.
-            .initial_window_size(2 << 20)
-            .initial_connection_window_size(5 << 20)
-            .max_header_list_size(16 << 10)
-            .enable_push(false)
-            .handshake::<_, Frame>(tcp)
-            .await
-            .map_err(std::io::Error::other)
-    };
-    let outcome = match tokio::time::timeout(options.connect_timeout, connect).await {
-        Ok(Ok((sender, connection))) => {
-            let state = Arc::new(ConnState::default());
-            tokio::spawn(drive(connection, state.clone(), options, authority.clone()));
-            Ok(Conn { sender, state })
-        }
-        Ok(Err(e)) => Err(format!("upstream {authority} not reachable: {e}")),
-        Err(_) => Err(format!(
-            "upstream {authority} not reachable: connect timed out after {:?}",
-            options.connect_timeout
-        )),
-    };
-    {
-        let mut live = lock(&live);
-        live.dialing = None;
-        if let Ok(conn) = &outcome {
-            live.conn = Some(conn.clone());
-        }
-    }
-    done.send_replace(Some(outcome));
-}
-
-/// Runs a connection until it ends or stops answering PINGs; then marks it closed (the next
-/// call dials again). Dropping it fails the calls still on it.
-async fn drive(
-    mut connection: Connection<TcpStream, Frame>,
-    state: Arc<ConnState>,
-    options: UpstreamOptions,
-    authority: Authority,
-) {
-    let mut ping = connection.ping_pong();
-    // No keep-alive when its interval is zero (or too large to schedule).
-    let first = (!options.keepalive_interval.is_zero())
-        .then(|| tokio::time::Instant::now().checked_add(options.keepalive_interval))
-        .flatten();
-    let mut ticks = first.map(|first| {
-        let mut ticks = tokio::time::interval_at(first, options.keepalive_interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticks
-    });
-    let ended = loop {
-        let tick = async {
-            match ticks.as_mut() {
-                Some(ticks) => ticks.tick().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            result = &mut connection => break result.map_err(|e| e.to_string()),
-            _ = tick => {
-                let Some(ping) = ping.as_mut() else { continue };
-                if state.calls.load(Ordering::Relaxed) == 0 || ping.send_ping(Ping::opaque()).is_err() {
-                    continue;
-                }
-                let pong = tokio::time::timeout(
-                    options.keepalive_timeout,
-                    std::future::poll_fn(|cx| ping.poll_pong(cx)),
-                );
-                tokio::select! {
-                    result = &mut connection => break result.map_err(|e| e.to_string()),
-                    answered = pong => match answered {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => break Err(e.to_string()),
-                        Err(_) => break Err(format!(
-                            "no answer to a keep-alive PING within {:?}",
-                            options.keepalive_timeout
-                        )),
-                    },
-                }
-            }
-        }
-    };
-    state.closed.store(true, Ordering::Relaxed);
-    match ended {
-        Ok(()) => tracing::debug!(upstream = %authority, "upstream connection closed"),
-        Err(error) => tracing::debug!(upstream = %authority, %error, "upstream connection lost"),
-    }
+    })
 }
 
 /// The answer of one call: its status, its one message, its metadata.
@@ -631,7 +484,7 @@ fn gunzip(data: &[u8], max: usize) -> Result<Bytes, String> {
 }
 
 /// A stream's error as the gRPC status the spec gives it; refused streams may be retried.
-fn stream_failure(e: &h2::Error, authority: &Authority) -> Failure {
+pub(super) fn stream_failure(e: &h2::Error, authority: &Authority) -> Failure {
     let reason = e.reason();
     if e.is_reset() && e.is_remote() && reason == Some(Reason::REFUSED_STREAM) {
         return Failure::NotSent(super::unreached(format!(

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_protogate");
 pub const PROTO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto");
+/// The gateway's line for each address it listens on, before its URL.
+const LISTENING: &str = "listening on http";
 /// Generous: CI machines are slow and busy. Only a failing test waits this long.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -72,15 +74,12 @@ impl Proc {
         })
     }
 
-    /// Every address the gateway logged it listens on, once it has logged `count` of them.
+    /// Every address the gateway logged it listens on (`http://` or `https://`), once it has
+    /// logged `count` of them.
     pub fn addrs_n(&mut self, count: usize) -> Vec<SocketAddr> {
         let log = eventually("every listening address", || {
             let log = self.log();
-            (log.iter()
-                .filter(|l| l.contains("listening on http://"))
-                .count()
-                >= count)
-                .then_some(log)
+            (log.iter().filter(|l| l.contains(LISTENING)).count() >= count).then_some(log)
         })
         .unwrap_or_else(|| {
             panic!(
@@ -89,7 +88,8 @@ impl Proc {
             )
         });
         log.iter()
-            .filter_map(|l| l.split("listening on http://").nth(1))
+            .filter_map(|l| l.split(LISTENING).nth(1))
+            .filter_map(|rest| rest.split("://").nth(1))
             .map(|rest| {
                 rest.split(|c: char| c.is_whitespace() || c == '"')
                     .next()

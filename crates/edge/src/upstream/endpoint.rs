@@ -1,0 +1,463 @@
+//! One address of an upstream and its HTTP/2 connections, driven straight on the `h2` crate.
+//! Unary calls and streams share them: a call is one stream, polled by the request's own task
+//! (unary) or by its answer's body (streams); no task or channel per unary call (tonic's
+//! channel goes through a buffer task and hyper's dispatch task, and hyper spawns one more
+//! task per call).
+//!
+//! What tonic's channel gave and this keeps: a lazily dialed connection with a connect
+//! timeout, `TCP_NODELAY`, redialing after the connection is lost, HTTP/2 keep-alive pings
+//! while calls are in flight (a dead peer is noticed). Added: a second connection (up to
+//! [`MAX_CONNECTIONS`]) when the first one's stream limit is reached, a connection replaced
+//! before its stream ids run out, and the endpoint's health: ejected when a dial fails or its
+//! connection is lost, probed back with exponential backoff (see [`Endpoint::eject`]).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use bytes::buf::Chain;
+use h2::Ping;
+use h2::client::{Connection, SendRequest};
+use http::uri::Authority;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::watch;
+use tonic::Status;
+
+use super::UpstreamOptions;
+use super::connect::{self, UpstreamTls};
+use crate::transport::Transport;
+
+/// A request body frame: the gRPC message prefix and the message, sent as one DATA frame
+/// without copying the message (a stream's frames, already framed, have an empty prefix).
+pub(super) type Frame = Chain<std::io::Cursor<[u8; 5]>, Bytes>;
+
+/// Connections to one endpoint at most; past them, calls wait for a free stream.
+pub(super) const MAX_CONNECTIONS: usize = 4;
+/// The first ejection lasts this long; each failed probe doubles it, up to [`MAX_EJECTION`].
+const FIRST_EJECTION: Duration = Duration::from_millis(500);
+const MAX_EJECTION: Duration = Duration::from_secs(30);
+
+/// A frame of bytes already framed as gRPC messages.
+pub(super) fn raw_frame(bytes: Bytes) -> Frame {
+    let mut prefix = std::io::Cursor::new([0u8; 5]);
+    prefix.set_position(5);
+    bytes::Buf::chain(prefix, bytes)
+}
+
+/// One resolved address of an upstream.
+pub(crate) struct Endpoint {
+    /// The configured URL it was resolved from (its index).
+    pub(super) target: usize,
+    /// Where to connect.
+    pub(super) addr: SocketAddr,
+    /// The configured host and port, sent as `:authority` (and named in messages).
+    pub(super) authority: Authority,
+    pub(super) tls: Option<UpstreamTls>,
+    pub(super) options: UpstreamOptions,
+    live: Mutex<Live>,
+    /// Calls and streams in flight, for the balancer's choice.
+    outstanding: AtomicUsize,
+    /// Out of the balancer's choice until a probe finds it working again.
+    ejected: AtomicBool,
+    /// The number of ejections in a row (the backoff's exponent).
+    failures: AtomicU32,
+    /// No longer resolved: out of the gauges, never restored.
+    retired: AtomicBool,
+    /// This endpoint's place in `protogate_upstream_endpoints{upstream,state}`.
+    gauges: StateGauges,
+    /// Answers the active health check, when the service has one (else always true).
+    pub(super) checked: Option<super::health::Check>,
+}
+
+/// Where an endpoint is: the configured URL it came from (its index, its authority and TLS
+/// settings) and its address.
+pub(super) struct Place {
+    pub(super) target: usize,
+    pub(super) addr: SocketAddr,
+    pub(super) authority: Authority,
+    pub(super) tls: Option<UpstreamTls>,
+}
+
+/// The `healthy` and `ejected` gauges of an upstream.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StateGauges {
+    pub(crate) healthy: Gauge,
+    pub(crate) ejected: Gauge,
+}
+
+#[derive(Default)]
+struct Live {
+    conns: Vec<Conn>,
+    /// The dial in progress, which every caller that finds no usable connection waits for. It
+    /// runs in its own task, so a caller that gives up does not abandon it for the others.
+    dialing: Option<watch::Receiver<Option<Result<Conn, String>>>>,
+}
+
+/// A connection and what is known of it.
+#[derive(Clone)]
+pub(super) struct Conn {
+    pub(super) sender: SendRequest<Frame>,
+    pub(super) state: Arc<ConnState>,
+}
+
+#[derive(Default)]
+pub(super) struct ConnState {
+    pub(super) closed: AtomicBool,
+    calls: AtomicUsize,
+    streams: AtomicU32,
+}
+
+impl Conn {
+    fn usable(&self) -> bool {
+        !self.state.closed.load(Ordering::Relaxed)
+    }
+
+    /// Room for one more stream under the upstream's SETTINGS_MAX_CONCURRENT_STREAMS.
+    fn has_room(&self) -> bool {
+        self.state.calls.load(Ordering::Relaxed) < self.sender.current_max_send_streams()
+    }
+
+    /// Counts a stream opened: a connection is replaced well before its client stream ids
+    /// (odd, up to 2^31) run out.
+    pub(super) fn opened(&self, max_streams: u32) {
+        if self.state.streams.fetch_add(1, Ordering::Relaxed) + 1 >= max_streams {
+            self.state.closed.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A call in flight on an endpoint and one of its connections: counted for the balancer and
+/// for keep-alive pings (sent only while calls are in flight) until dropped.
+pub(crate) struct InFlight {
+    endpoint: Arc<Endpoint>,
+    conn: Option<Arc<ConnState>>,
+}
+
+impl InFlight {
+    pub(super) fn new(endpoint: &Arc<Endpoint>) -> InFlight {
+        endpoint.outstanding.fetch_add(1, Ordering::Relaxed);
+        InFlight {
+            endpoint: endpoint.clone(),
+            conn: None,
+        }
+    }
+
+    fn on(&mut self, conn: &Conn) {
+        conn.state.calls.fetch_add(1, Ordering::Relaxed);
+        self.conn = Some(conn.state.clone());
+    }
+
+    pub(super) fn endpoint(&self) -> &Arc<Endpoint> {
+        &self.endpoint
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.endpoint.outstanding.fetch_sub(1, Ordering::Relaxed);
+        if let Some(conn) = &self.conn {
+            conn.calls.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn lock(live: &Mutex<Live>) -> MutexGuard<'_, Live> {
+    live.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("addr", &self.addr)
+            .field("authority", &self.authority)
+            .field("ejected", &self.ejected.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// An endpoint at `addr`, healthy until shown otherwise; nothing is dialed until the first
+    /// call.
+    pub(super) fn new(
+        Place {
+            target,
+            addr,
+            authority,
+            tls,
+        }: Place,
+        options: UpstreamOptions,
+        gauges: StateGauges,
+        checked: Option<super::health::Check>,
+    ) -> Arc<Endpoint> {
+        gauges.healthy.inc();
+        Arc::new(Endpoint {
+            target,
+            addr,
+            authority,
+            tls,
+            options,
+            live: Mutex::default(),
+            outstanding: AtomicUsize::new(0),
+            ejected: AtomicBool::new(false),
+            failures: AtomicU32::new(0),
+            retired: AtomicBool::new(false),
+            gauges,
+            checked,
+        })
+    }
+
+    pub(super) fn outstanding(&self) -> usize {
+        self.outstanding.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn is_ejected(&self) -> bool {
+        self.ejected.load(Ordering::Relaxed)
+    }
+
+    /// Whether a connection is up (no dial needed for the next call).
+    pub(super) fn is_connected(&self) -> bool {
+        lock(&self.live).conns.iter().any(Conn::usable)
+    }
+
+    /// A connection for one more call, counted in `call` (dialed, once for every caller
+    /// waiting, when there is none with room and fewer than [`MAX_CONNECTIONS`]).
+    pub(super) async fn connection(&self, call: &mut InFlight) -> Result<Conn, Status> {
+        let mut dialing = {
+            let mut live = lock(&self.live);
+            live.conns.retain(Conn::usable);
+            let roomiest = live
+                .conns
+                .iter()
+                .min_by_key(|c| c.state.calls.load(Ordering::Relaxed));
+            match roomiest {
+                Some(conn) if conn.has_room() || live.conns.len() >= MAX_CONNECTIONS => {
+                    call.on(conn);
+                    return Ok(conn.clone());
+                }
+                _ => {}
+            }
+            match &live.dialing {
+                Some(dialing) => dialing.clone(),
+                None => {
+                    let (done, dialing) = watch::channel(None);
+                    live.dialing = Some(dialing.clone());
+                    tokio::spawn(dial(call.endpoint.clone(), done));
+                    dialing
+                }
+            }
+        };
+        // The dial task always reports before its sender is dropped.
+        let outcome = dialing
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|outcome| outcome.clone())
+            .unwrap_or_else(|| Err("the dial to the upstream was abandoned".into()));
+        let conn = outcome.map_err(super::unreached)?;
+        call.on(&conn);
+        Ok(conn)
+    }
+
+    /// Takes the endpoint out of the balancer's choice after a failed dial or a lost
+    /// connection (`why`), and probes it back in a task of its own: first after
+    /// [`FIRST_EJECTION`], then twice as long after each failed probe, up to [`MAX_EJECTION`].
+    pub(super) fn eject(self: &Arc<Self>, why: &str) {
+        if self.ejected.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        self.gauges.healthy.dec();
+        self.gauges.ejected.inc();
+        let failures = self.failures.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(upstream = %self.authority, addr = %self.addr, reason = why, "upstream endpoint ejected");
+        let backoff = FIRST_EJECTION
+            .saturating_mul(1 << failures.min(10))
+            .min(MAX_EJECTION);
+        tokio::spawn(probe(Arc::downgrade(self), backoff));
+    }
+
+    /// Back in the balancer's choice.
+    fn restore(&self) {
+        if self.retired.load(Ordering::Relaxed) {
+            return;
+        }
+        if self.ejected.swap(false, Ordering::Relaxed) {
+            self.gauges.ejected.dec();
+            self.gauges.healthy.inc();
+            tracing::info!(upstream = %self.authority, addr = %self.addr, "upstream endpoint healthy again");
+        }
+    }
+
+    /// A call succeeded: the next ejection starts from the first backoff again.
+    pub(super) fn succeeded(&self) {
+        if self.failures.load(Ordering::Relaxed) != 0 {
+            self.failures.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The endpoint leaves its upstream (no longer resolved): out of the gauges. Calls in
+    /// flight finish on it; its connections close when the last of them ends.
+    pub(super) fn retire(&self) {
+        if self.retired.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        if self.ejected.swap(true, Ordering::Relaxed) {
+            self.gauges.ejected.dec();
+        } else {
+            self.gauges.healthy.dec();
+        }
+    }
+}
+
+/// Probes an ejected endpoint until it answers (a connection, and SERVING when the service
+/// has an active health check), waiting `backoff` before the first try and doubling it after
+/// each failure. Ends when the endpoint is dropped.
+async fn probe(endpoint: Weak<Endpoint>, mut backoff: Duration) {
+    loop {
+        tokio::time::sleep(backoff).await;
+        let Some(endpoint) = endpoint.upgrade() else {
+            return;
+        };
+        let mut call = InFlight::new(&endpoint);
+        let answered = match endpoint.connection(&mut call).await {
+            Ok(conn) => match &endpoint.checked {
+                Some(check) => check.run(&endpoint, conn).await.map_err(|e| e.to_string()),
+                None => Ok(()),
+            },
+            Err(e) => Err(e.message().to_owned()),
+        };
+        drop(call);
+        match answered {
+            Ok(()) => {
+                endpoint.restore();
+                return;
+            }
+            Err(error) => {
+                tracing::debug!(upstream = %endpoint.authority, addr = %endpoint.addr, %error, "upstream endpoint still failing");
+                backoff = backoff.saturating_mul(2).min(MAX_EJECTION);
+            }
+        }
+    }
+}
+
+/// Dials `endpoint`, records the connection (or not) in its live state, and tells the
+/// waiting calls. A failed dial ejects the endpoint.
+async fn dial(endpoint: Arc<Endpoint>, done: watch::Sender<Option<Result<Conn, String>>>) {
+    let authority = &endpoint.authority;
+    let options = endpoint.options;
+    let connect = async {
+        let io = connect::dial(endpoint.addr, endpoint.tls.as_ref())
+            .await
+            .map_err(|e| e.to_string())?;
+        h2::client::Builder::new()
+            // hyper's client defaults, which tonic used: large windows so a big answer does
+            // not wait for WINDOW_UPDATEs.
+            .initial_window_size(2 << 20)
+            .initial_connection_window_size(5 << 20)
+            .max_header_list_size(16 << 10)
+            .enable_push(false)
+            .handshake::<_, Frame>(io)
+            .await
+            .map_err(|e| format!("not reachable: HTTP/2 handshake failed: {e}"))
+    };
+    let outcome = match tokio::time::timeout(options.connect_timeout, connect).await {
+        Ok(Ok((sender, connection))) => {
+            let state = Arc::new(ConnState::default());
+            tokio::spawn(drive(connection, state.clone(), Arc::downgrade(&endpoint)));
+            Ok(Conn { sender, state })
+        }
+        Ok(Err(e)) => Err(format!("upstream {authority} ({}) {e}", endpoint.addr)),
+        Err(_) => Err(format!(
+            "upstream {authority} ({}) not reachable: connect timed out after {:?}",
+            endpoint.addr, options.connect_timeout
+        )),
+    };
+    {
+        let mut live = lock(&endpoint.live);
+        live.dialing = None;
+        if let Ok(conn) = &outcome {
+            live.conns.push(conn.clone());
+        }
+    }
+    if let Err(why) = &outcome {
+        endpoint.eject(why);
+    }
+    done.send_replace(Some(outcome));
+}
+
+/// Runs a connection until it ends or stops answering PINGs; then marks it closed (the next
+/// call dials again). A connection that ends in an error (not a GOAWAY the upstream sent on
+/// purpose) ejects its endpoint. Dropping it fails the calls still on it.
+async fn drive(
+    mut connection: Connection<Transport, Frame>,
+    state: Arc<ConnState>,
+    endpoint: Weak<Endpoint>,
+) {
+    let Some((options, authority)) = endpoint.upgrade().map(|e| (e.options, e.authority.clone()))
+    else {
+        return;
+    };
+    let mut ping = connection.ping_pong();
+    // No keep-alive when its interval is zero (or too large to schedule).
+    let first = (!options.keepalive_interval.is_zero())
+        .then(|| tokio::time::Instant::now().checked_add(options.keepalive_interval))
+        .flatten();
+    let mut ticks = first.map(|first| {
+        let mut ticks = tokio::time::interval_at(first, options.keepalive_interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks
+    });
+    let ended = loop {
+        let tick = async {
+            match ticks.as_mut() {
+                Some(ticks) => ticks.tick().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            result = &mut connection => break result,
+            _ = tick => {
+                let Some(ping) = ping.as_mut() else { continue };
+                if state.calls.load(Ordering::Relaxed) == 0 || ping.send_ping(Ping::opaque()).is_err() {
+                    continue;
+                }
+                let pong = tokio::time::timeout(
+                    options.keepalive_timeout,
+                    std::future::poll_fn(|cx| ping.poll_pong(cx)),
+                );
+                tokio::select! {
+                    result = &mut connection => break result,
+                    answered = pong => match answered {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => break Err(e),
+                        Err(_) => {
+                            state.closed.store(true, Ordering::Relaxed);
+                            let why = format!("no answer to a keep-alive PING within {:?}", options.keepalive_timeout);
+                            if let Some(endpoint) = endpoint.upgrade() {
+                                endpoint.eject(&why);
+                            }
+                            tracing::debug!(upstream = %authority, error = why, "upstream connection lost");
+                            return;
+                        }
+                    },
+                }
+            }
+        }
+    };
+    state.closed.store(true, Ordering::Relaxed);
+    match ended {
+        Ok(()) => tracing::debug!(upstream = %authority, "upstream connection closed"),
+        // A GOAWAY the upstream sent (a drain, a restart on purpose) closes; anything else
+        // (a reset, a broken connection) ejects.
+        Err(e) if e.is_go_away() && e.is_remote() => {
+            tracing::debug!(upstream = %authority, error = %e, "upstream connection closed by GOAWAY");
+        }
+        Err(e) => {
+            tracing::debug!(upstream = %authority, error = %e, "upstream connection lost");
+            if let Some(endpoint) = endpoint.upgrade() {
+                endpoint.eject(&format!("connection lost: {e}"));
+            }
+        }
+    }
+}

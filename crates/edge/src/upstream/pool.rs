@@ -1,0 +1,461 @@
+//! One upstream: its endpoints (every address its URLs resolve to, refreshed every
+//! `dns_refresh`), the balancer's choice among them, and their health. Unary calls and
+//! streams both take their endpoint here.
+//!
+//! Balancing is power-of-two-choices on outstanding calls (linkerd's and tower's p2c): two
+//! endpoints drawn at random among the healthy ones, the one with fewer calls in flight
+//! taken. It needs no shared counter beyond each endpoint's own and no lock; a slow endpoint
+//! collects outstanding calls and is picked less. Ejected endpoints are left out while any
+//! other is healthy; when none is, every endpoint is a candidate again (a call that might
+//! work beats one refused outright, as Envoy's panic threshold does).
+
+use std::cell::Cell;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use http::uri::{Authority, Scheme};
+use prometheus_client::metrics::counter::Counter;
+use tokio::sync::watch;
+use tonic::Status;
+
+use super::endpoint::{Endpoint, InFlight, Place, StateGauges};
+use super::health::Check;
+use super::resolve::Resolve;
+use super::{Target, UpstreamOptions};
+use crate::error::SetupError;
+
+/// A configured URL of the upstream.
+struct Addressed {
+    authority: Authority,
+    tls: Option<super::UpstreamTls>,
+    host: String,
+    port: u16,
+    /// The host when it is an IP address: one endpoint, never resolved.
+    literal: Option<IpAddr>,
+}
+
+pub(crate) struct Pool {
+    /// The upstream as configured (its URLs, comma-separated): its name in messages and
+    /// in metric labels (bounded: it comes from the configuration).
+    pub(super) name: Arc<str>,
+    targets: Vec<Addressed>,
+    endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
+    /// True once the first resolution has finished.
+    resolved: watch::Sender<bool>,
+    /// Why the last resolution found nothing for some URL, if it did not.
+    resolve_error: Mutex<Option<String>>,
+    pub(super) options: UpstreamOptions,
+    pub(super) max_response_bytes: usize,
+    check: Option<Check>,
+    gauges: StateGauges,
+    /// Calls sent to this upstream (`protogate_upstream_requests_total{upstream}`).
+    pub(super) calls: Counter,
+    resolver: Arc<dyn Resolve>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("name", &self.name)
+            .field("endpoints", &self.endpoints.load())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The settings one pool is built from, beside its URLs.
+pub(super) struct PoolSettings {
+    pub(super) options: UpstreamOptions,
+    pub(super) max_response_bytes: usize,
+    /// The services checked with `grpc.health.v1.Health/Check` (none: no active check).
+    pub(super) health_services: Vec<String>,
+    pub(super) gauges: StateGauges,
+    pub(super) calls: Counter,
+    pub(super) resolver: Arc<dyn Resolve>,
+}
+
+impl Pool {
+    /// The pool of `targets`; endpoints of IP addresses exist at once, host names are
+    /// resolved in a task that refreshes them every `dns_refresh`. Must run inside a Tokio
+    /// runtime.
+    pub(super) fn new(targets: &[Target], settings: PoolSettings) -> Result<Arc<Pool>, SetupError> {
+        let name = name(targets);
+        let targets = targets
+            .iter()
+            .map(addressed)
+            .collect::<Result<Vec<_>, _>>()?;
+        let options = settings.options;
+        let check = (!settings.health_services.is_empty()).then(|| Check {
+            services: settings.health_services.into(),
+            timeout: options.connect_timeout,
+            max_response_bytes: settings.max_response_bytes,
+        });
+        let pool = Arc::new(Pool {
+            name,
+            targets,
+            endpoints: ArcSwap::from_pointee(Vec::new()),
+            resolved: watch::Sender::new(false),
+            resolve_error: Mutex::new(None),
+            options,
+            max_response_bytes: settings.max_response_bytes,
+            check,
+            gauges: settings.gauges,
+            calls: settings.calls,
+            resolver: settings.resolver,
+        });
+        if pool.targets.iter().all(|t| t.literal.is_some()) {
+            let endpoints = (0..pool.targets.len())
+                .filter_map(|i| {
+                    let t = &pool.targets[i];
+                    t.literal
+                        .map(|ip| pool.endpoint_at(i, SocketAddr::new(ip, t.port)))
+                })
+                .collect();
+            pool.endpoints.store(Arc::new(endpoints));
+            pool.resolved.send_replace(true);
+        } else {
+            tokio::spawn(refresh(Arc::downgrade(&pool), options.dns_refresh));
+        }
+        if pool.check.is_some() {
+            tokio::spawn(check_health(Arc::downgrade(&pool), options.health_interval));
+        }
+        Ok(pool)
+    }
+
+    fn endpoint_at(&self, target: usize, addr: SocketAddr) -> Arc<Endpoint> {
+        let t = &self.targets[target];
+        Endpoint::new(
+            Place {
+                target,
+                addr,
+                authority: t.authority.clone(),
+                tls: t.tls.clone(),
+            },
+            self.options,
+            self.gauges.clone(),
+            self.check.clone(),
+        )
+    }
+
+    /// The scheme calls are sent with.
+    pub(super) fn scheme(endpoint: &Endpoint) -> Scheme {
+        if endpoint.tls.is_some() {
+            Scheme::HTTPS
+        } else {
+            Scheme::HTTP
+        }
+    }
+
+    /// An endpoint for the next call, counted in flight on it: the balancer's choice, leaving
+    /// out `avoid` (the endpoint a retried call failed on). None when there is no other.
+    pub(super) async fn take(
+        &self,
+        avoid: Option<&Arc<Endpoint>>,
+    ) -> Result<Option<InFlight>, Status> {
+        if !*self.resolved.borrow() {
+            let mut resolved = self.resolved.subscribe();
+            let _ = resolved.wait_for(|done| *done).await;
+        }
+        let endpoints = self.endpoints.load();
+        if endpoints.is_empty() {
+            return Err(super::unreached(format!(
+                "upstream {} has no address{}",
+                self.name,
+                self.why_unresolved()
+            )));
+        }
+        Ok(pick(&endpoints, avoid).map(|e| InFlight::new(&e)))
+    }
+
+    fn why_unresolved(&self) -> String {
+        match &*self
+            .resolve_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            Some(error) => format!(": {error}"),
+            None => String::new(),
+        }
+    }
+
+    /// Ready when some endpoint has a connection up or can make one within `timeout` (tried
+    /// in turn, healthy ones first); else why not.
+    pub(super) async fn ready(&self, timeout: Duration) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        if !*self.resolved.borrow() {
+            let mut resolved = self.resolved.subscribe();
+            let _ = tokio::time::timeout_at(deadline, resolved.wait_for(|done| *done)).await;
+        }
+        let endpoints = self.endpoints.load_full();
+        if endpoints.is_empty() {
+            return Err(format!(
+                "{}: no address{}",
+                self.name,
+                self.why_unresolved()
+            ));
+        }
+        if endpoints
+            .iter()
+            .any(|e| !e.is_ejected() && e.is_connected())
+        {
+            return Ok(());
+        }
+        let mut order: Vec<&Arc<Endpoint>> = endpoints.iter().collect();
+        order.sort_by_key(|e| e.is_ejected());
+        let mut last = String::new();
+        for endpoint in order {
+            let mut call = InFlight::new(endpoint);
+            match tokio::time::timeout_at(deadline, endpoint.connection(&mut call)).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(status)) => last = status.message().to_owned(),
+                Err(_) => {
+                    last = format!(
+                        "{} ({}): connect timed out",
+                        endpoint.authority, endpoint.addr
+                    );
+                    break;
+                }
+            }
+        }
+        Err(format!("{}: no healthy endpoint ({last})", self.name))
+    }
+
+    /// Resolves every URL and makes the endpoints what was found: new addresses added,
+    /// vanished ones retired (calls in flight on them finish). A URL that does not resolve
+    /// keeps the endpoints it had.
+    async fn resolve(&self) {
+        let current = self.endpoints.load_full();
+        let mut found: Vec<(usize, SocketAddr)> = Vec::new();
+        let mut errors = Vec::new();
+        for (i, target) in self.targets.iter().enumerate() {
+            if let Some(ip) = target.literal {
+                found.push((i, SocketAddr::new(ip, target.port)));
+                continue;
+            }
+            let lookup = self.resolver.resolve(&target.host, target.port);
+            match tokio::time::timeout(self.options.connect_timeout, lookup).await {
+                Ok(Ok(addrs)) if !addrs.is_empty() => {
+                    found.extend(addrs.into_iter().map(|a| (i, a)));
+                }
+                outcome => {
+                    let why = match outcome {
+                        Ok(Err(e)) => e.to_string(),
+                        Ok(Ok(_)) => "no address".to_owned(),
+                        Err(_) => "resolution timed out".to_owned(),
+                    };
+                    errors.push(format!("{} does not resolve: {why}", target.host));
+                    found.extend(
+                        current
+                            .iter()
+                            .filter(|e| e.target == i)
+                            .map(|e| (i, e.addr)),
+                    );
+                }
+            }
+        }
+        found.sort_unstable();
+        found.dedup();
+        let mut next = Vec::with_capacity(found.len());
+        for (target, addr) in found {
+            let kept = current
+                .iter()
+                .find(|e| e.target == target && e.addr == addr)
+                .cloned();
+            next.push(kept.unwrap_or_else(|| {
+                tracing::info!(upstream = %self.name, %addr, "upstream endpoint added");
+                self.endpoint_at(target, addr)
+            }));
+        }
+        for gone in current
+            .iter()
+            .filter(|e| !next.iter().any(|n| Arc::ptr_eq(n, e)))
+        {
+            tracing::info!(upstream = %self.name, addr = %gone.addr, "upstream endpoint removed");
+            gone.retire();
+        }
+        if let Some(error) = errors.first() {
+            tracing::warn!(upstream = %self.name, %error, "upstream resolution failed; its endpoints are kept");
+        }
+        *self
+            .resolve_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = errors.into_iter().next();
+        self.endpoints.store(Arc::new(next));
+        self.resolved.send_replace(true);
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        for endpoint in self.endpoints.load().iter() {
+            endpoint.retire();
+        }
+    }
+}
+
+/// Resolves the pool's URLs now and every `every`, until the pool is dropped.
+async fn refresh(pool: Weak<Pool>, every: Duration) {
+    loop {
+        let Some(live) = pool.upgrade() else { return };
+        live.resolve().await;
+        drop(live);
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Asks every healthy endpoint whether its services are SERVING every `every`; one that is
+/// not, or does not answer, is ejected (and probed back with the same question).
+async fn check_health(pool: Weak<Pool>, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(live) = pool.upgrade() else { return };
+        let (endpoints, Some(check)) = (live.endpoints.load_full(), live.check.clone()) else {
+            return;
+        };
+        drop(live);
+        let checks = endpoints
+            .iter()
+            .filter(|e| !e.is_ejected())
+            .map(|endpoint| {
+                let check = check.clone();
+                async move {
+                    let mut call = InFlight::new(endpoint);
+                    let outcome = match endpoint.connection(&mut call).await {
+                        Ok(conn) => check.run(endpoint, conn).await,
+                        // The failed dial ejected it already.
+                        Err(_) => Ok(()),
+                    };
+                    if let Err(why) = outcome {
+                        endpoint.eject(&why);
+                    }
+                }
+            });
+        futures_util::future::join_all(checks).await;
+    }
+}
+
+/// Power of two choices among the endpoints that are not ejected (all of them when every one
+/// is), `avoid` left out: the one with fewer calls in flight of two drawn at random.
+fn pick(endpoints: &[Arc<Endpoint>], avoid: Option<&Arc<Endpoint>>) -> Option<Arc<Endpoint>> {
+    let avoided = |e: &Arc<Endpoint>| avoid.is_some_and(|a| Arc::ptr_eq(a, e));
+    let healthy = endpoints
+        .iter()
+        .filter(|e| !e.is_ejected() && !avoided(e))
+        .count();
+    let every = healthy == 0;
+    let candidates = |e: &&Arc<Endpoint>| !avoided(e) && (every || !e.is_ejected());
+    let count = if every {
+        endpoints.iter().filter(candidates).count()
+    } else {
+        healthy
+    };
+    let nth = |n: usize| endpoints.iter().filter(candidates).nth(n).cloned();
+    match count {
+        0 => None,
+        1 => nth(0),
+        _ => {
+            let first = random_below(count);
+            let mut second = random_below(count - 1);
+            if second >= first {
+                second += 1;
+            }
+            let (a, b) = (nth(first)?, nth(second)?);
+            Some(if b.outstanding() < a.outstanding() {
+                b
+            } else {
+                a
+            })
+        }
+    }
+}
+
+/// A number below `n` from a per-thread xorshift generator seeded by the standard library's
+/// random hasher keys: the balancer needs spread, not secrecy.
+fn random_below(n: usize) -> usize {
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_usize(0);
+            h.finish() | 1
+        });
+    }
+    STATE.with(|state| {
+        let mut x = state.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state.set(x);
+        // Multiply-shift: unbiased enough for small n, no division.
+        ((u128::from(x) * n as u128) >> 64) as usize
+    })
+}
+
+/// The upstream's name: its URLs as configured, comma-separated.
+pub(super) fn name(targets: &[Target]) -> Arc<str> {
+    targets
+        .iter()
+        .map(|t| t.uri.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+        .into()
+}
+
+/// A configured URL, checked: `http://` (h2c) without TLS settings, `https://` with them.
+fn addressed(target: &Target) -> Result<Addressed, SetupError> {
+    let uri = target.uri.as_str();
+    let bad = |reason: String| SetupError::Upstream {
+        uri: uri.to_owned(),
+        reason,
+    };
+    let parsed: http::Uri = uri
+        .parse()
+        .map_err(|e| bad(format!("not a valid URI: {e}")))?;
+    match (parsed.scheme_str(), &target.tls) {
+        (Some("http"), None) | (Some("https"), Some(_)) => {}
+        (Some("https"), None) => {
+            return Err(bad("an https:// upstream needs its TLS settings".into()));
+        }
+        (Some("http"), Some(_)) => {
+            return Err(bad("TLS settings given for an http:// upstream".into()));
+        }
+        _ => return Err(bad("expected http:// (h2c) or https:// (TLS)".into())),
+    }
+    let Some(authority) = parsed.authority().cloned() else {
+        return Err(bad("no host".into()));
+    };
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let port = authority
+        .port_u16()
+        .unwrap_or(if target.tls.is_some() { 443 } else { 80 });
+    Ok(Addressed {
+        literal: host.parse().ok(),
+        authority,
+        tls: target.tls.clone(),
+        host,
+        port,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_draws_cover_the_range_evenly() {
+        let mut seen = [0u32; 3];
+        for _ in 0..30_000 {
+            seen[random_below(3)] += 1;
+        }
+        for count in seen {
+            assert!((9_000..11_000).contains(&count), "{seen:?}");
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! The integration tests: the real gateway, real tonic backends and real clients on loopback,
+//! one module per subject, in one binary (tests/Cargo.toml says why).
+
+// Child processes under deadlines (grpc-gateway, the Python validators), shared with the
+// transcoding crate's tests.
+#[path = "../../crates/transcode/tests/external/mod.rs"]
+mod external;
+
+mod admin;
+mod compression;
+mod connections;
+mod cors;
+mod gateway;
+mod grpcgw_diff;
+mod limits;
+mod observability;
+mod openapi;
+mod rest;
+mod shedding;
+mod streams;
+mod tls;
+mod upstream;
+mod upstream_status;
