@@ -741,3 +741,99 @@ pub async fn within<F: Future>(what: &str, limit: Duration, f: F) -> F::Output {
         Err(_) => panic!("timed out after {limit:?} waiting for {what}"),
     }
 }
+
+// === replicas: backends that can die ===
+
+/// A v2 backend replica on a runtime and thread of its own, so that it can die as a process
+/// does: [`Replica::kill`] drops its runtime with every connection in it, without a GOAWAY.
+/// It counts the calls that reached it and serves `grpc.health.v1.Health` for
+/// `protogate.test.svc.TestService`, SERVING until told otherwise.
+pub struct Replica {
+    pub addr: SocketAddr,
+    /// Calls of the test service that reached this replica.
+    pub calls: Arc<std::sync::atomic::AtomicUsize>,
+    health: tonic_health::server::HealthReporter,
+    kill: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Replica {
+    /// A replica on `addr` (port 0 for any; a dead replica's address to bring it back).
+    pub fn start(addr: SocketAddr) -> Replica {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (kill, killed) = oneshot::channel::<()>();
+        let (ready, started) = std::sync::mpsc::channel();
+        let counted = calls.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a replica's runtime");
+            runtime.block_on(async move {
+                let listener = TcpListener::bind(addr).await.expect("bind replica");
+                let (health, health_service) = tonic_health::server::health_reporter();
+                health.set_serving::<TestServiceServer<Backend>>().await;
+                let service = TestServiceServer::with_interceptor(Backend, move |r| {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Ok(r)
+                });
+                let _ = ready.send((listener.local_addr().expect("addr"), health));
+                let incoming = tonic::transport::server::TcpIncoming::from(listener);
+                let server = tonic::transport::Server::builder()
+                    .add_service(health_service)
+                    .add_service(service)
+                    .serve_with_incoming(incoming);
+                tokio::select! {
+                    _ = server => {}
+                    _ = killed => {}
+                }
+            });
+            // The runtime goes with every task in it: connections close without a goodbye.
+            drop(runtime);
+        });
+        let (addr, health) = started
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the replica to start");
+        Replica {
+            addr,
+            calls,
+            health,
+            kill: Some(kill),
+            thread: Some(thread),
+        }
+    }
+
+    /// Kills the replica: its listener and connections close at once.
+    pub fn kill(mut self) -> SocketAddr {
+        self.stop();
+        self.addr
+    }
+
+    fn stop(&mut self) {
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
+    /// Answers its health checks with SERVING (`true`) or NOT_SERVING.
+    pub async fn set_serving(&self, serving: bool) {
+        if serving {
+            self.health
+                .set_serving::<TestServiceServer<Backend>>()
+                .await;
+        } else {
+            self.health
+                .set_not_serving::<TestServiceServer<Backend>>()
+                .await;
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -7,6 +7,7 @@
 mod external;
 
 mod admin;
+mod balancing;
 mod compression;
 mod connections;
 mod cors;
