@@ -29,6 +29,10 @@
 #   E2E_CONFIG     a config file for the gateway (--config), e.g. one with [compression]
 #   E2E_ACCEPT_ENCODING  sent as Accept-Encoding by wrk and h2load (default: none); the
 #                  answers' bytes per request on the wire go into results.md
+#   E2E_TLS=1      the gateway listens with TLS (a P-256 certificate made by openssl for the
+#                  run): wrk and h2load (ALPN h2) speak https to it, keep-alive as before
+#   E2E_ENDPOINTS  N > 1: the gateway's upstream is a list of N URLs of the one backend, N
+#                  endpoints balanced by the pool (the cost of balancing; not with E2E_CONFIG)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -239,15 +243,36 @@ BACKEND_ADDR=$(wait_for_line "$OUT/backend.out" 'listening on [0-9.]+:[0-9]+' "$
 BACKEND_ADDR=${BACKEND_ADDR#listening on }
 
 say "starting the gateway on CPU $GATEWAY_CPU"
-GATEWAY_CMD=(serve "${PROTO[@]}" --upstream "http://$BACKEND_ADDR" --listen 127.0.0.1:0
-  --downgrade-log-interval 60s)
+GATEWAY_CMD=(serve "${PROTO[@]}" --listen 127.0.0.1:0 --downgrade-log-interval 60s)
+ENDPOINTS=${E2E_ENDPOINTS:-1}
+if ((ENDPOINTS > 1)); then
+  [[ -z ${E2E_CONFIG:-} ]] || die "E2E_ENDPOINTS and E2E_CONFIG together are not supported"
+  urls=$(for _ in $(seq "$ENDPOINTS"); do printf '"http://%s", ' "$BACKEND_ADDR"; done)
+  printf 'upstream = [%s]\n' "${urls%, }" > "$OUT/endpoints.toml"
+  GATEWAY_CMD+=(--config "$OUT/endpoints.toml")
+else
+  GATEWAY_CMD+=(--upstream "http://$BACKEND_ADDR")
+fi
 [[ -n ${E2E_CONFIG:-} ]] && GATEWAY_CMD+=(--config "$E2E_CONFIG")
+SCHEME=http
+CURL_TLS=()
+CURL_H2=(--http2-prior-knowledge)
+if [[ ${E2E_TLS:-0} == 1 ]]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
+    -addext subjectAltName=IP:127.0.0.1 -keyout "$OUT/tls.key" -out "$OUT/tls.crt" 2>/dev/null ||
+    die "openssl could not make the certificate"
+  GATEWAY_CMD+=(--tls-cert "$OUT/tls.crt" --tls-key "$OUT/tls.key")
+  SCHEME=https
+  CURL_TLS=(--cacert "$OUT/tls.crt")
+  CURL_H2=(--http2)
+fi
 ENCODING_HEADER=()
 [[ -n ${E2E_ACCEPT_ENCODING:-} ]] && ENCODING_HEADER=(-H "accept-encoding: $E2E_ACCEPT_ENCODING")
 taskset -c "$GATEWAY_CPU" "$GATEWAY" "${GATEWAY_CMD[@]}" 2> "$OUT/gateway.log" &
 GATEWAY_PID=$!
-GATEWAY_ADDR=$(wait_for_line "$OUT/gateway.log" 'listening on http://[0-9.]+:[0-9]+' "$GATEWAY_PID")
-GATEWAY_ADDR=${GATEWAY_ADDR#listening on http://}
+GATEWAY_ADDR=$(wait_for_line "$OUT/gateway.log" "listening on $SCHEME://[0-9.]+:[0-9]+" "$GATEWAY_PID")
+GATEWAY_ADDR=${GATEWAY_ADDR#listening on $SCHEME://}
+GW_URL=$SCHEME://$GATEWAY_ADDR
 GATEWAY_THREADS=$(ls "/proc/$GATEWAY_PID/task" | wc -l)
 GATEWAY_RSS0=$(vm_kib "$GATEWAY_PID" VmRSS)
 say "backend $BACKEND_ADDR (pid $BACKEND_PID), gateway $GATEWAY_ADDR (pid $GATEWAY_PID, $GATEWAY_THREADS threads)"
@@ -278,10 +303,10 @@ for wl in $WORKLOADS; do
     ct=$(content_type "$fmt")
     c="$RAW/check_${wl}_$fmt"
     for proto in h1 h2; do
-      opt=(--http1.1); [[ $proto == h2 ]] && opt=(--http2-prior-knowledge)
-      code=$(curl -sS --max-time 20 "${opt[@]}" -o "$c.$proto" -D "$c.$proto.headers" -w '%{http_code}' \
+      opt=(--http1.1); [[ $proto == h2 ]] && opt=("${CURL_H2[@]}")
+      code=$(curl -sS --max-time 20 "${CURL_TLS[@]}" "${opt[@]}" -o "$c.$proto" -D "$c.$proto.headers" -w '%{http_code}' \
         -H "content-type: $ct" -H "accept: $ct" --data-binary "@$BODIES/$wl.$fmt" \
-        "http://$GATEWAY_ADDR/bench.v1.BenchService/$method") || check_fail "$wl $fmt $proto: curl failed"
+        "$GW_URL/bench.v1.BenchService/$method") || check_fail "$wl $fmt $proto: curl failed"
       [[ $code == 200 ]] || check_fail "$wl $fmt $proto: HTTP $code: $(head -c 300 "$c.$proto")"
       grep -qi "^content-type: $ct" "$c.$proto.headers" ||
         check_fail "$wl $fmt $proto: $(grep -i '^content-type' "$c.$proto.headers" | tr -d '\r')"
@@ -304,11 +329,11 @@ if [[ -n ${E2E_ACCEPT_ENCODING:-} ]]; then
     for fmt in $FORMATS; do
       ct=$(content_type "$fmt")
       c="$RAW/check_${wl}_$fmt"
-      curl -sS --max-time 20 -o "$c.encoded" -D "$c.encoded.headers" -H "content-type: $ct" -H "accept: $ct" \
-        "${ENCODING_HEADER[@]}" --data-binary "@$BODIES/$wl.$fmt" "http://$GATEWAY_ADDR/bench.v1.BenchService/$(method_of "$wl")" ||
+      curl -sS --max-time 20 "${CURL_TLS[@]}" -o "$c.encoded" -D "$c.encoded.headers" -H "content-type: $ct" -H "accept: $ct" \
+        "${ENCODING_HEADER[@]}" --data-binary "@$BODIES/$wl.$fmt" "$GW_URL/bench.v1.BenchService/$(method_of "$wl")" ||
         check_fail "$wl $fmt: curl with accept-encoding failed"
-      curl -sS --max-time 20 --compressed -o "$c.decoded" -H "content-type: $ct" -H "accept: $ct" \
-        "${ENCODING_HEADER[@]}" --data-binary "@$BODIES/$wl.$fmt" "http://$GATEWAY_ADDR/bench.v1.BenchService/$(method_of "$wl")" ||
+      curl -sS --max-time 20 "${CURL_TLS[@]}" --compressed -o "$c.decoded" -H "content-type: $ct" -H "accept: $ct" \
+        "${ENCODING_HEADER[@]}" --data-binary "@$BODIES/$wl.$fmt" "$GW_URL/bench.v1.BenchService/$(method_of "$wl")" ||
         check_fail "$wl $fmt: curl --compressed failed"
       cmp -s "$c.decoded" "$c.h1" || check_fail "$wl $fmt: the decoded answer differs from the plain one"
       coding=$(grep -i '^content-encoding:' "$c.encoded.headers" | tr -d '\r' | awk '{ print $2 }')
@@ -341,13 +366,13 @@ measure() {
   case $client in
     "wrk h1")
       ct=$(content_type "$fmt")
-      url="http://$GATEWAY_ADDR/bench.v1.BenchService/$method"
+      url="$GW_URL/bench.v1.BenchService/$method"
       cmd=(wrk -t1 -c"$WRK_CONNS" --timeout 10s --latency -s bench/e2e.lua "$url")
       export E2E_BODY="$BODIES/$wl.$fmt" E2E_TYPE="$ct"
       warm=(-d"${WARMUP}s"); set -- -d"${DURATION}s" ;;
     "h2load h2")
       ct=$(content_type "$fmt")
-      url="http://$GATEWAY_ADDR/bench.v1.BenchService/$method"
+      url="$GW_URL/bench.v1.BenchService/$method"
       cmd=(h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -d "$BODIES/$wl.$fmt" -H "content-type: $ct" -H "accept: $ct" "${ENCODING_HEADER[@]}" "$url")
       warm=(-D "$WARMUP"); set -- -D "$DURATION" --log-file="$RAW/$tag.log" ;;
     "direct gRPC")
@@ -479,7 +504,7 @@ ELAPSED=$((SECONDS - START))
 
 GATEWAY_WARN=$(grep -c -E ' (WARN|ERROR) ' "$OUT/gateway.log" || true)
 GATEWAY_NONDOWNGRADE=$(grep -E ' (WARN|ERROR) ' "$OUT/gateway.log" | grep -v 'downgrade' | head -5 || true)
-curl -sS --max-time 5 -o "$RAW/metrics.txt" "http://$GATEWAY_ADDR/metrics" || : > "$RAW/metrics.txt"
+curl -sS --max-time 5 "${CURL_TLS[@]}" -o "$RAW/metrics.txt" "$GW_URL/metrics" || : > "$RAW/metrics.txt"
 TOTAL=$(awk '/^protogate_requests_total\{/ { s += $NF } END { print s + 0 }' "$RAW/metrics.txt")
 # "N × code C (method, request → response format)" for every answer that was not a 200
 NON200=$(awk '/^protogate_requests_total\{/ && !/code="200"/ && $NF > 0 {

@@ -89,6 +89,7 @@ expect=(
   '^00000000: 0802'                            # JSON in, protobuf out
   '^HTTP/1.1 404.*"code":5'                    # an error with a google.rpc.Status body
   ''                                           # cargo build --release -p protogate
+  '^ok: 4 methods, 4 REST routes .*GET +/v1/orders/\{id\} +demo.shop.v1.Shop/GetOrder'   # protogate check
   '^$'                                         # convert JSON -> protobuf into /tmp/body.bin
   '^\{"id":"1"\}$'                             # convert it back
 )

@@ -19,6 +19,10 @@ pub struct Cli {
 pub enum Command {
     /// Serve the gateway.
     Serve(ServeArgs),
+    /// Load and validate everything `serve` would (configuration, schema, REST rules, upstream
+    /// URLs, TLS files, the JSON sunset policy) without opening a port; print the route table
+    /// and the sunset policy per method (exit 0), or every problem found (exit 64).
+    Check(ServeArgs),
     /// Run an embedded demo shop service with the gateway in front of it and print curl examples.
     Demo(DemoArgs),
     /// Convert one message between JSON, MessagePack and Protobuf (stdin to stdout).

@@ -29,7 +29,10 @@ impl std::error::Error for ConfigError {}
 /// ```toml
 /// listen = "127.0.0.1:8080"
 /// admin_listen = "127.0.0.1:9090"             # /healthz, /readyz, /metrics here instead
-/// upstream = "http://127.0.0.1:50051"        # default for every service
+/// upstream = "http://127.0.0.1:50051"        # default for every service; or a list of URLs
+/// dns_refresh = "5s"                         # upstream host names resolved again this often
+/// health_check = false                       # grpc.health.v1 checks of every upstream
+/// health_interval = "5s"
 /// descriptor_sets = ["api.pb"]               # or:
 /// protos = ["shop/v1/shop.proto"]
 /// includes = ["proto"]
@@ -100,7 +103,9 @@ impl std::error::Error for ConfigError {}
 /// server_name = "shop.internal"              #   certificate must carry (default: the host)
 ///
 /// [services."demo.shop.v1.Shop"]
-/// upstream = "https://shop.internal:8443"    # ca, client_cert, client_key, server_name
+/// upstream = ["https://shop-a.internal:8443", "https://shop-b.internal:8443"]
+/// health_check = true                        # Health/Check for "demo.shop.v1.Shop"
+///                                            # ca, client_cert, client_key, server_name
 /// ca = "tls/shop-ca.pem"                     #   here override the top level's
 ///
 /// # google.api.http rules for methods whose protos cannot be annotated; a rule here
@@ -497,6 +502,21 @@ pub struct TlsFileConfig {
     pub key: Option<PathBuf>,
     pub client_ca: Option<PathBuf>,
     pub client_auth: Option<crate::tls::ClientAuth>,
+}
+
+/// The flags over the file they name (`--config`), resolved.
+pub fn load(args: ServeArgs) -> Result<Resolved, ConfigError> {
+    let file = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?;
+            let base = path.parent().unwrap_or(Path::new("."));
+            FileConfig::parse(&text, base)
+                .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?
+        }
+        None => FileConfig::default(),
+    };
+    resolve(args, file)
 }
 
 /// Everything `serve` needs, validated.
@@ -1184,6 +1204,64 @@ mod tests {
         assert!(
             crate::cli::Cli::try_parse_from(["protogate", "serve", "--strict-accept=yes"]).is_err()
         );
+    }
+
+    #[test]
+    fn upstreams_take_lists_refresh_and_health_checks() {
+        let file = FileConfig::parse(
+            r#"
+upstream = ["http://a:1", "http://b:2"]
+protos = ["x.proto"]
+dns_refresh = "250ms"
+health_interval = "2s"
+[services."x.v1.S"]
+upstream = "http://c:3"
+health_check = true
+[services."x.v1.T"]
+upstream = ["http://d:4"]
+"#,
+            Path::new("/etc/pg"),
+        )
+        .unwrap();
+        let r = resolve(args(&[]), file).unwrap();
+        assert_eq!(
+            r.default_upstream,
+            Some(vec!["http://a:1".to_owned(), "http://b:2".to_owned()])
+        );
+        assert_eq!(
+            r.service_upstreams,
+            vec![
+                ("x.v1.S".to_owned(), vec!["http://c:3".to_owned()]),
+                ("x.v1.T".to_owned(), vec!["http://d:4".to_owned()]),
+            ]
+        );
+        assert!(!r.default_health_check);
+        assert_eq!(r.health_checked.iter().collect::<Vec<_>>(), ["x.v1.S"]);
+        assert_eq!(r.upstream_options.dns_refresh, Duration::from_millis(250));
+        assert_eq!(r.upstream_options.health_interval, Duration::from_secs(2));
+        // The top level's health_check is every service's default.
+        let file = FileConfig::parse(
+            "upstream = \"http://a:1\"\nprotos = [\"x.proto\"]\nhealth_check = true\n[services.\"x.v1.S\"]\nupstream = \"http://c:3\"\n",
+            Path::new("/etc/pg"),
+        )
+        .unwrap();
+        let r = resolve(args(&[]), file).unwrap();
+        assert!(r.default_health_check);
+        assert!(r.health_checked.contains("x.v1.S"));
+        for (text, wanted) in [
+            ("upstream = []", "upstream: an empty list"),
+            ("upstream = [\"ftp://a:1\"]", "expected http://HOST:PORT"),
+            (
+                "upstream = \"http://a:1\"\ndns_refresh = \"0\"",
+                "dns_refresh: must be more than 0",
+            ),
+        ] {
+            let text = format!("protos = [\"x.proto\"]\n{text}");
+            let e = FileConfig::parse(&text, Path::new("/etc/pg"))
+                .and_then(|file| resolve(args(&[]), file))
+                .unwrap_err();
+            assert!(e.0.contains(wanted), "{text}: {e}");
+        }
     }
 
     #[test]

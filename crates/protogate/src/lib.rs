@@ -12,6 +12,7 @@
 //! - `convert`: `protogate convert`.
 //! - `report`: `protogate report`, a running gateway's migration report in a terminal.
 
+mod check;
 mod cli;
 pub mod config;
 mod convert;
@@ -46,6 +47,7 @@ pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Serve(args) => run::serve(args),
+        cli::Command::Check(args) => check::run(args),
         cli::Command::Demo(args) => demo::run(args),
         cli::Command::Convert(args) => convert::run(args),
         cli::Command::Report(args) => report::run(args),

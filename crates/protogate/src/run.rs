@@ -5,21 +5,11 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::cli::ServeArgs;
-use crate::config::{self, ConfigError, FileConfig};
+use crate::config::{self, ConfigError};
 use crate::{logging, schema_files};
 
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let file = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?;
-            let base = path.parent().unwrap_or(std::path::Path::new("."));
-            FileConfig::parse(&text, base)
-                .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?
-        }
-        None => FileConfig::default(),
-    };
-    let resolved = config::resolve(args, file)?;
+    let resolved = config::load(args)?;
     logging::init(resolved.log_format);
     runtime(resolved.worker_threads)?.block_on(async move {
         // The signals first: a SIGHUP (systemd's ExecReload) while the schema loads must not
