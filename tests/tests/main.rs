@@ -16,6 +16,7 @@ mod grpcgw_diff;
 mod limits;
 mod observability;
 mod openapi;
+mod reload;
 mod rest;
 mod shedding;
 mod streams;

@@ -43,7 +43,7 @@ use std::time::Duration;
 pub use admission::ShedReason;
 pub use error::{EdgeError, SetupError};
 pub use server::{serve, serve_admin, serve_all};
-pub use service::Edge;
+pub use service::{Edge, Live};
 pub use upstream::{
     Resolution, Resolve, SystemResolver, Target, UpstreamOptions, UpstreamSpec, UpstreamTls,
     Upstreams,

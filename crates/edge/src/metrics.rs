@@ -75,6 +75,22 @@ pub struct Metrics {
     pub connections: Gauge,
     /// Requests refused by a JSON sunset rule.
     pub json_refused: Family<RefusedLabels, Counter>,
+    /// 1 for the schema in force, by its digest and where it came from.
+    pub schema_info: Family<SchemaLabels, Gauge>,
+    /// Reloads of the configuration and schema, by result (`ok`, `failed`).
+    pub schema_reloads: Family<ResultLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SchemaLabels {
+    pub digest: String,
+    /// `files` (descriptor sets or `.proto` files).
+    pub source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
 }
 
 fn latency_histogram() -> Histogram {
@@ -145,7 +161,21 @@ impl Metrics {
             "Requests refused because JSON on their method is past its sunset or in a brownout, by method and reason",
             json_refused.clone(),
         );
+        let schema_info = Family::<SchemaLabels, Gauge>::default();
+        registry.register(
+            "protogate_schema_info",
+            "1 for the schema in force, by the digest of its FileDescriptorSet and its source",
+            schema_info.clone(),
+        );
+        let schema_reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "protogate_schema_reloads",
+            "Reloads of the configuration and schema (SIGHUP, a watched file changed), by result",
+            schema_reloads.clone(),
+        );
         Metrics {
+            schema_info,
+            schema_reloads,
             json_refused,
             registry,
             shed,

@@ -386,7 +386,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         );
         let listeners = listen.bind()?;
         let addr = listeners[0].local_addr()?;
-        let shutdown = run::shutdown_signal()?;
+        let (shutdown, _hangups) = run::shutdown_signal()?;
         for listener in &listeners {
             let addr = listener.local_addr()?;
             tracing::info!(%addr, backend = %backend_addr, "listening on http://{addr}");
@@ -404,7 +404,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
 fn run_backend(listen: &Listen) -> anyhow::Result<()> {
     run::runtime(0)?.block_on(async move {
         let listeners = listen.bind()?;
-        let shutdown = run::shutdown_signal()?;
+        let (shutdown, _hangups) = run::shutdown_signal()?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut servers = Vec::new();
         for listener in listeners {

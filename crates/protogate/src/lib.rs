@@ -21,6 +21,7 @@ mod listen;
 mod logging;
 #[cfg(feature = "otel")]
 mod otel;
+mod reload;
 mod report;
 mod run;
 mod schema_files;

@@ -9,12 +9,12 @@ use crate::config::{self, ConfigError};
 use crate::{logging, schema_files};
 
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let resolved = config::load(args)?;
+    let resolved = config::load(args.clone())?;
     logging::init(resolved.log_format);
     runtime(resolved.worker_threads)?.block_on(async move {
         // The signals first: a SIGHUP (systemd's ExecReload) while the schema loads must not
         // end the process, and a SIGTERM then is a shutdown like any other.
-        let shutdown = shutdown_signal()?;
+        let (shutdown, hangups) = shutdown_signal()?;
         // Validated before any port opens: a broken schema names its file and line.
         let schema = schema_files::load(&resolved.schema)?;
         let (default, services) = crate::tls::specs(&resolved)?;
@@ -47,7 +47,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
             None => None,
         };
-        let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge).map_err(|e| ConfigError(e.to_string()))?);
+        let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge.clone()).map_err(|e| ConfigError(e.to_string()))?);
+        let live = edge::Live::new(edge);
+        let reloads = crate::reload::spawn(args, live.clone(), &resolved, hangups);
         // Bound last: every configuration error is reported before a port opens.
         let listeners = resolved.listen.bind()?;
         let admin_listeners = match &resolved.admin_listen {
@@ -67,11 +69,12 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let addr = listener.local_addr()?;
             tracing::info!(%addr, "admin endpoints (/healthz, /readyz, /metrics) on http://{addr}");
             let mut stop = admin_stop.clone();
-            admins.push(tokio::spawn(edge::serve_admin(listener, edge.clone(), async move {
+            admins.push(tokio::spawn(edge::serve_admin(listener, live.clone(), async move {
                 let _ = stop.wait_for(|done| *done).await;
             })));
         }
-        edge::serve_all(listeners, edge, shutdown).await;
+        edge::serve_all(listeners, live, shutdown).await;
+        reloads.abort();
         if let Some(watch) = tls_watch {
             watch.abort();
         }
@@ -107,12 +110,15 @@ pub(crate) fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime>
     builder.enable_all().build().context("starting the runtime")
 }
 
-/// Installs the SIGINT and SIGTERM handlers now (so a signal that arrives right after the
-/// "listening" line is not missed) and returns a future that resolves on either: the gateway
-/// then drains and stops. A second signal while it does ends the process at once (exit 1).
-/// SIGHUP is logged and ignored.
+/// Installs the SIGINT, SIGTERM and SIGHUP handlers now (so a signal that arrives right after
+/// the "listening" line is not missed) and returns a future that resolves on SIGINT or
+/// SIGTERM — the gateway then drains and stops; a second signal while it does ends the
+/// process at once (exit 1) — and the SIGHUPs, each a reload (reload.rs).
 /// Must be called inside the runtime.
-pub(crate) fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
+pub(crate) fn shutdown_signal()
+-> anyhow::Result<(impl Future<Output = ()>, tokio::sync::mpsc::Receiver<()>)> {
+    // One reload waiting is enough: SIGHUPs while it waits are the same request.
+    let (hangups_tx, hangups) = tokio::sync::mpsc::channel(1);
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -120,33 +126,41 @@ pub(crate) fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
             signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
         let mut terminate =
             signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-        // SIGHUP (systemd's ExecReload, `kill -HUP`) must not end the gateway, as its default
-        // action would: reloading comes with the live-schema work; until then it is logged.
+        // SIGHUP (systemd's ExecReload, `kill -HUP`) reloads; its default action would end
+        // the gateway.
         let mut hangup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
         tokio::spawn(async move {
             while hangup.recv().await.is_some() {
-                tracing::warn!("SIGHUP received: reloading is not supported yet; ignored");
+                tracing::debug!("SIGHUP received");
+                let _ = hangups_tx.try_send(());
             }
         });
-        Ok(async move {
-            tokio::select! {
-                _ = interrupt.recv() => tracing::info!("SIGINT received"),
-                _ = terminate.recv() => tracing::info!("SIGTERM received"),
-            }
-            tokio::spawn(async move {
-                let which = tokio::select! {
-                    _ = interrupt.recv() => "SIGINT",
-                    _ = terminate.recv() => "SIGTERM",
-                };
-                tracing::warn!("{which} received while shutting down: exiting at once");
-                std::process::exit(1);
-            });
-        })
+        Ok((
+            async move {
+                tokio::select! {
+                    _ = interrupt.recv() => tracing::info!("SIGINT received"),
+                    _ = terminate.recv() => tracing::info!("SIGTERM received"),
+                }
+                tokio::spawn(async move {
+                    let which = tokio::select! {
+                        _ = interrupt.recv() => "SIGINT",
+                        _ = terminate.recv() => "SIGTERM",
+                    };
+                    tracing::warn!("{which} received while shutting down: exiting at once");
+                    std::process::exit(1);
+                });
+            },
+            hangups,
+        ))
     }
     #[cfg(not(unix))]
     {
-        Ok(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        drop(hangups_tx);
+        Ok((
+            async {
+                let _ = tokio::signal::ctrl_c().await;
+            },
+            hangups,
+        ))
     }
 }

@@ -3,7 +3,7 @@
 //! scrapers are few, so none of the main listener's limits apply beyond hyper's own.
 
 use std::future::Future;
-use std::sync::Arc;
+
 use std::time::Duration;
 
 use hyper::service::service_fn;
@@ -12,15 +12,17 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use crate::Edge;
+use crate::Live;
 
 /// Serves the admin endpoints on `listener` until `shutdown` resolves, then lets the
 /// connections finish (at most a second).
 pub async fn serve_admin(
     listener: TcpListener,
-    edge: Arc<Edge>,
+    live: impl Into<Live>,
     shutdown: impl Future<Output = ()>,
 ) {
+    let live: Live = live.into();
+    let edge = live.load();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -40,9 +42,9 @@ pub async fn serve_admin(
             },
             () = &mut shutdown => break,
         };
-        let edge = edge.clone();
+        let live = live.clone();
         let service = service_fn(move |req| {
-            let edge = edge.clone();
+            let edge = live.load();
             async move { Ok::<_, std::convert::Infallible>(edge.handle_admin(req).await) }
         });
         let conn = builder

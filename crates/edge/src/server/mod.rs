@@ -11,7 +11,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tracing::Instrument;
 
-use crate::Edge;
+use crate::Live;
 
 mod admin;
 mod connection;
@@ -27,16 +27,25 @@ use connection::{Expired, Registry, Tracked, Watched};
 /// `drain_delay`: `/readyz` answers 503, HTTP/1.1 answers close their connection, HTTP/2
 /// connections get a GOAWAY, new connections are still served), stops accepting, lets
 /// in-flight requests finish within the grace period, and returns.
-pub async fn serve(listener: TcpListener, edge: Arc<Edge>, shutdown: impl Future<Output = ()>) {
+pub async fn serve(
+    listener: TcpListener,
+    edge: impl Into<Live>,
+    shutdown: impl Future<Output = ()>,
+) {
     serve_all(vec![listener], edge, shutdown).await
 }
 
-/// [`serve`] on several listeners at once (one name resolving to several addresses).
+/// [`serve`] on several listeners at once (one name resolving to several addresses). Each
+/// request is served by the snapshot [`Live`] holds when it arrives; the listener's own
+/// settings (timeouts, limits, TLS) are the first snapshot's.
 pub async fn serve_all(
     owned: Vec<TcpListener>,
-    edge: Arc<Edge>,
+    live: impl Into<Live>,
     shutdown: impl Future<Output = ()>,
 ) {
+    let live: Live = live.into();
+    // The metrics, the downgrade log and the drain are shared by every snapshot.
+    let edge = live.load();
     let config = edge.config().clone();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -137,7 +146,7 @@ pub async fn serve_all(
         };
         let _ = stream.set_nodelay(true);
         let (head_timeout, idle_timeout) = (config.header_read_timeout, config.idle_timeout);
-        let edge = edge.clone();
+        let live = live.clone();
         // Every line a request logs names its peer (and the identity of its client
         // certificate): at INFO when the access log is on (its lines need it), else at DEBUG
         // (a disabled span costs a level check).
@@ -181,7 +190,7 @@ pub async fn serve_all(
                 let conn = Arc::clone(conn);
                 service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
                     let active = conn.begin();
-                    let edge = edge.clone();
+                    let edge = live.load();
                     if let Some(identity) = &identity {
                         req.extensions_mut().insert(identity.clone());
                     }

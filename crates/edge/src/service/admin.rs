@@ -7,13 +7,16 @@
 use super::*;
 
 /// The admin endpoints' paths.
-pub(crate) const ADMIN_PATHS: [&str; 5] = [
+pub(crate) const ADMIN_PATHS: [&str; 6] = [
     "/healthz",
     "/readyz",
     "/metrics",
     MIGRATION_PAGE,
     MIGRATION_JSON,
+    SCHEMA_JSON,
 ];
+/// The schema in force: its digest, services, methods and routes.
+const SCHEMA_JSON: &str = "/admin/schema";
 /// The migration report as a page, and as JSON for scripts and `protogate report`; both take
 /// `?method=GLOB` (`demo.shop.v1.Shop.*`).
 const MIGRATION_PAGE: &str = "/admin/migration";
@@ -84,6 +87,11 @@ impl Edge {
                 Bytes::from_static(b"ok\n"),
             ),
             "/readyz" => self.readyz().await,
+            SCHEMA_JSON => plain(
+                StatusCode::OK,
+                transcode::media::JSON[0],
+                Bytes::from(self.schema_document().to_string()),
+            ),
             MIGRATION_PAGE | MIGRATION_JSON => {
                 let glob = method_glob(req.uri().query());
                 let report = self.migration.report(
@@ -119,6 +127,55 @@ impl Edge {
                 Bytes::from(self.metrics.render()),
             ),
         })
+    }
+
+    /// `/admin/schema`: the digest, each service with its upstream and methods, and every
+    /// REST route, in the order the router tries them.
+    fn schema_document(&self) -> serde_json::Value {
+        use serde_json::json;
+        let mut methods: Vec<&Method> = self.schema.methods().collect();
+        methods.sort_by(|a, b| a.full_name.cmp(&b.full_name));
+        let mut services: Vec<serde_json::Value> = Vec::new();
+        for method in methods {
+            let entry = json!({
+                "name": method.full_name.rsplit('/').next().unwrap_or_default(),
+                "path": &*method.path,
+                "input": method.input.full_name(),
+                "output": method.output.full_name(),
+                "streaming": match method.streaming {
+                    StreamingKind::Unary => "unary",
+                    StreamingKind::ClientStreaming => "client",
+                    StreamingKind::ServerStreaming => "server",
+                    StreamingKind::Bidirectional => "bidirectional",
+                },
+            });
+            match services.last_mut() {
+                Some(last) if last["name"] == *method.service => {
+                    if let Some(list) = last["methods"].as_array_mut() {
+                        list.push(entry);
+                    }
+                }
+                _ => services.push(json!({
+                    "name": &*method.service,
+                    "upstream": self.upstreams.uri(&method.service),
+                    "methods": [entry],
+                })),
+            }
+        }
+        let routes: Vec<serde_json::Value> = self
+            .routes
+            .iter()
+            .map(|route| {
+                json!({
+                    "http_method": route.rule.method,
+                    "path": route.rule.path,
+                    "method": &*route.method.full_name,
+                    "body": route.rule.body,
+                    "response_body": route.rule.response_body,
+                })
+            })
+            .collect();
+        json!({ "digest": &*self.digest, "services": services, "routes": routes })
     }
 
     /// Ready when the schema is loaded (it is, or we would not be serving), the gateway is

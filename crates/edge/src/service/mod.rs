@@ -44,14 +44,18 @@ use plan::Plan;
 use record::{Finish, Outcome, StreamEnd};
 use respond::*;
 
-/// Everything a request needs, built before serving and shared read-only.
+/// Everything a request needs, built before serving and shared read-only: one snapshot of
+/// the schema, routes, upstreams and settings. A reload builds a new one
+/// ([`Edge::reload`]) that keeps what outlives snapshots — the metrics, the downgrade log, the
+/// admission counters, the migration report, the drain — and [`Live`] swaps it in; a request
+/// runs to its end on the snapshot it started with.
 pub struct Edge {
     schema: Schema,
     routes: Routes,
     upstreams: Upstreams,
     config: EdgeConfig,
-    metrics: Metrics,
-    downgrades: DowngradeLog,
+    metrics: Arc<Metrics>,
+    downgrades: Arc<DowngradeLog>,
     status: MessageDescriptor,
     transcode: transcode::Options,
     /// The requests and request bytes in flight, under their limits.
@@ -63,7 +67,7 @@ pub struct Edge {
     /// CORS, when configured.
     cors: Option<crate::cors::Cors>,
     /// Who speaks which format to which method, and what it costs (`/admin/migration`).
-    migration: Tracker,
+    migration: Arc<Tracker>,
     /// The JSON sunset rules.
     sunset: SunsetPolicy,
     /// An instant and the wall-clock time it was: a request's wall-clock time for the
@@ -73,7 +77,54 @@ pub struct Edge {
     epoch: (Instant, std::time::SystemTime),
     /// Set when the shutdown begins: `/readyz` answers 503 and HTTP/1.1 answers close their
     /// connection.
-    draining: std::sync::atomic::AtomicBool,
+    draining: Arc<std::sync::atomic::AtomicBool>,
+    /// A short hash of the schema's FileDescriptorSet (`protogate_schema_info{digest}`).
+    digest: Arc<str>,
+}
+
+/// What outlives a snapshot: kept by [`Edge::reload`].
+struct Lasting {
+    metrics: Arc<Metrics>,
+    downgrades: Arc<DowngradeLog>,
+    admission: Arc<Admission>,
+    migration: Arc<Tracker>,
+    draining: Arc<std::sync::atomic::AtomicBool>,
+    epoch: (Instant, std::time::SystemTime),
+}
+
+/// The gateway's snapshot in force, swapped whole by a reload (`arc-swap`: a request takes
+/// the current one with a reference count, no lock).
+#[derive(Clone)]
+pub struct Live(Arc<arc_swap::ArcSwap<Edge>>);
+
+impl Live {
+    pub fn new(edge: Arc<Edge>) -> Live {
+        Live(Arc::new(arc_swap::ArcSwap::new(edge)))
+    }
+
+    /// The snapshot in force.
+    pub fn load(&self) -> Arc<Edge> {
+        self.0.load_full()
+    }
+
+    /// Puts `edge` in force; requests already running keep the one they took. Returns it.
+    pub fn swap(&self, edge: Arc<Edge>) -> Arc<Edge> {
+        self.0.swap(edge)
+    }
+}
+
+impl From<Arc<Edge>> for Live {
+    fn from(edge: Arc<Edge>) -> Live {
+        Live::new(edge)
+    }
+}
+
+/// A schema's digest: 16 hex digits of a hash of its FileDescriptorSet.
+fn digest(schema: &Schema) -> Arc<str> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    schema.to_descriptor_set().hash(&mut hasher);
+    format!("{:016x}", hasher.finish()).into()
 }
 
 /// One request's context: when it began, who asked, for which method, and its plan.
@@ -169,8 +220,88 @@ impl Drop for RequestCtx<'_> {
 impl Edge {
     pub fn new(
         schema: Schema,
+        upstreams: Upstreams,
+        config: EdgeConfig,
+    ) -> Result<Edge, SetupError> {
+        let mut metrics = Metrics::new();
+        metrics.register_upstreams(upstreams.metric_families());
+        let metrics = Arc::new(metrics);
+        let downgrades = DowngradeLog::new(
+            config.downgrade_log_interval,
+            crate::downgrade::DEFAULT_CAPACITY,
+        )
+        .with_max_lines(config.downgrade_log_max_lines);
+        let lasting = Lasting {
+            admission: Arc::new(Admission::new(
+                config.max_concurrent_requests,
+                config.max_inflight_bytes,
+                metrics.request_bytes_held.clone(),
+            )),
+            metrics,
+            downgrades: Arc::new(downgrades),
+            migration: Arc::new(Tracker::new(config.migration.max_clients)),
+            draining: Arc::default(),
+            epoch: (Instant::now(), std::time::SystemTime::now()),
+        };
+        let edge = Edge::build(schema, upstreams, config, lasting)?;
+        edge.note_schema(None);
+        Ok(edge)
+    }
+
+    /// A new snapshot of `schema`, `upstreams` and `config` that keeps this one's metrics,
+    /// downgrade log, admission counters, migration report and drain. `upstreams` must come
+    /// from [`Upstreams::rebuild`] of this snapshot's (its metrics are registered once). What
+    /// those lasting parts were built from (the downgrade log's interval, the admission
+    /// limits, `max_clients`) keeps its first value until a restart.
+    pub fn reload(
+        &self,
+        schema: Schema,
+        upstreams: Upstreams,
+        config: EdgeConfig,
+    ) -> Result<Edge, SetupError> {
+        let lasting = Lasting {
+            metrics: self.metrics.clone(),
+            downgrades: self.downgrades.clone(),
+            admission: self.admission.clone(),
+            migration: self.migration.clone(),
+            draining: self.draining.clone(),
+            epoch: self.epoch,
+        };
+        let edge = Edge::build(schema, upstreams, config, lasting)?;
+        edge.note_schema(Some(&self.digest));
+        Ok(edge)
+    }
+
+    /// `protogate_schema_info{digest}` = 1 for this snapshot's schema (and the one it
+    /// replaces, `previous`, gone).
+    fn note_schema(&self, previous: Option<&str>) {
+        if let Some(previous) = previous.filter(|p| *p != &*self.digest) {
+            self.metrics
+                .schema_info
+                .remove(&crate::metrics::SchemaLabels {
+                    digest: previous.to_owned(),
+                    source: "files",
+                });
+        }
+        self.metrics
+            .schema_info
+            .get_or_create(&crate::metrics::SchemaLabels {
+                digest: self.digest.to_string(),
+                source: "files",
+            })
+            .set(1);
+    }
+
+    /// The schema's digest (a short hash of its FileDescriptorSet).
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    fn build(
+        schema: Schema,
         mut upstreams: Upstreams,
         config: EdgeConfig,
+        lasting: Lasting,
     ) -> Result<Edge, SetupError> {
         let status = schema
             .message("google.rpc.Status")
@@ -192,11 +323,6 @@ impl Edge {
         let routes = Routes::new(&schema, &config.http_rules).map_err(SetupError::Routes)?;
         let openapi = transcode::openapi::document(&schema, &routes, "protogate");
         let openapi = Bytes::from(openapi.to_string());
-        let downgrades = DowngradeLog::new(
-            config.downgrade_log_interval,
-            crate::downgrade::DEFAULT_CAPACITY,
-        )
-        .with_max_lines(config.downgrade_log_max_lines);
         // A rule on a path the gateway answers itself would never be reached.
         for path in admin::own_paths(&config) {
             let rule = match routes.resolve(&schema, "GET", path) {
@@ -217,21 +343,22 @@ impl Edge {
         sunset
             .effective(schema.methods().map(|m| &*m.full_name))
             .map_err(SetupError::Sunset)?;
-        let migration = Tracker::new(config.migration.max_clients);
         let cors = config
             .cors
             .clone()
             .map(crate::cors::Cors::new)
             .transpose()
             .map_err(SetupError::Cors)?;
-        let mut metrics = Metrics::new();
-        metrics.register_upstreams(upstreams.metric_families());
-        let admission = Arc::new(Admission::new(
-            config.max_concurrent_requests,
-            config.max_inflight_bytes,
-            metrics.request_bytes_held.clone(),
-        ));
+        let Lasting {
+            metrics,
+            downgrades,
+            admission,
+            migration,
+            draining,
+            epoch,
+        } = lasting;
         Ok(Edge {
+            digest: digest(&schema),
             admission,
             schema,
             routes,
@@ -243,11 +370,11 @@ impl Edge {
             transcode: transcode::Options::default(),
             unknown_method: "unknown".into(),
             openapi,
-            draining: std::sync::atomic::AtomicBool::new(false),
+            draining,
             cors,
             migration,
             sunset,
-            epoch: (Instant::now(), std::time::SystemTime::now()),
+            epoch,
         })
     }
 

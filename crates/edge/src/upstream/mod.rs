@@ -173,7 +173,7 @@ pub struct Answer {
 }
 
 /// How upstream connections are dialed, watched and replaced.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct UpstreamOptions {
     pub connect_timeout: Duration,
     /// A PING is sent this long after the last one while calls are in flight (zero: never).
@@ -270,6 +270,45 @@ impl Upstreams {
         options: UpstreamOptions,
         resolver: Arc<dyn Resolve>,
     ) -> Result<Upstreams, SetupError> {
+        Upstreams::build_after(
+            None,
+            default,
+            by_service,
+            max_response_bytes,
+            options,
+            resolver,
+        )
+    }
+
+    /// Upstreams as configured now, for a reloaded snapshot: an upstream configured exactly as
+    /// before keeps its pool (its endpoints, their connections and health), the others get new
+    /// ones; the metrics are this one's.
+    pub fn rebuild(
+        &self,
+        default: Option<UpstreamSpec>,
+        by_service: Vec<(String, UpstreamSpec)>,
+        max_response_bytes: usize,
+        options: UpstreamOptions,
+        resolver: Arc<dyn Resolve>,
+    ) -> Result<Upstreams, SetupError> {
+        Upstreams::build_after(
+            Some(self),
+            default,
+            by_service,
+            max_response_bytes,
+            options,
+            resolver,
+        )
+    }
+
+    fn build_after(
+        previous: Option<&Upstreams>,
+        default: Option<UpstreamSpec>,
+        by_service: Vec<(String, UpstreamSpec)>,
+        max_response_bytes: usize,
+        options: UpstreamOptions,
+        resolver: Arc<dyn Resolve>,
+    ) -> Result<Upstreams, SetupError> {
         // The services each distinct upstream health-checks ("" for the default upstream:
         // the server's overall health, as the health protocol defines it).
         let mut distinct: Vec<(Vec<Target>, Vec<String>)> = Vec::new();
@@ -289,10 +328,25 @@ impl Upstreams {
                 distinct[at].1.push(service.to_owned());
             }
         }
-        let endpoint_gauges = Family::<EndpointLabels, Gauge>::default();
-        let upstream_calls = Family::<UpstreamLabels, Counter>::default();
+        let (endpoint_gauges, upstream_calls) = match previous {
+            Some(previous) => previous.metric_families(),
+            None => Default::default(),
+        };
         let mut pools: Vec<(Vec<Target>, Arc<pool::Pool>)> = Vec::new();
         for (targets, health_services) in distinct {
+            let kept = previous.and_then(|p| {
+                p.default
+                    .iter()
+                    .chain(p.by_service.values())
+                    .map(|r| &r.pool)
+                    .find(|pool| {
+                        pool.is_configured(&targets, &health_services, options, max_response_bytes)
+                    })
+            });
+            if let Some(pool) = kept {
+                pools.push((targets, pool.clone()));
+                continue;
+            }
             let name = pool::name(&targets);
             let label = crate::metrics::MethodName(name);
             let gauge = |state| {

@@ -40,6 +40,10 @@ pub(crate) struct Pool {
     /// The upstream as configured (its URLs, comma-separated): its name in messages and
     /// in metric labels (bounded: it comes from the configuration).
     pub(super) name: Arc<str>,
+    /// The URLs as configured, and the services health-checked (a reload keeps a pool
+    /// configured as before).
+    configured: Vec<Target>,
+    health_services: Vec<String>,
     targets: Vec<Addressed>,
     endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
     /// True once the first resolution has finished.
@@ -81,6 +85,8 @@ impl Pool {
     /// runtime.
     pub(super) fn new(targets: &[Target], settings: PoolSettings) -> Result<Arc<Pool>, SetupError> {
         let name = name(targets);
+        let configured = targets.to_vec();
+        let health_services = settings.health_services.clone();
         let targets = targets
             .iter()
             .map(addressed)
@@ -93,6 +99,8 @@ impl Pool {
         });
         let pool = Arc::new(Pool {
             name,
+            configured,
+            health_services,
             targets,
             endpoints: ArcSwap::from_pointee(Vec::new()),
             resolved: watch::Sender::new(false),
@@ -121,6 +129,21 @@ impl Pool {
             tokio::spawn(check_health(Arc::downgrade(&pool), options.health_interval));
         }
         Ok(pool)
+    }
+
+    /// Whether this pool is what `targets`, `health_services`, `options` and
+    /// `max_response_bytes` would build.
+    pub(super) fn is_configured(
+        &self,
+        targets: &[Target],
+        health_services: &[String],
+        options: UpstreamOptions,
+        max_response_bytes: usize,
+    ) -> bool {
+        self.configured == targets
+            && self.health_services == health_services
+            && self.options == options
+            && self.max_response_bytes == max_response_bytes
     }
 
     fn endpoint_at(&self, target: usize, addr: SocketAddr) -> Arc<Endpoint> {

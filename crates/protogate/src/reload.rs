@@ -1,0 +1,251 @@
+//! Hot reload (issue 15 §2-§3). On SIGHUP, and when the config file, a descriptor set or a
+//! `.proto` file changes on disk (watched with `notify`, changes within [`DEBOUNCE`] taken
+//! together), the gateway builds a new snapshot — configuration, schema, routes, upstreams —
+//! validates it completely and swaps it in (`edge::Live`). Requests in flight finish on the
+//! snapshot they started with; upstreams configured as before keep their pools and
+//! connections. A snapshot that fails is logged with the reason and counted
+//! (`protogate_schema_reloads_total{result="failed"}`), and the running one stays. What only
+//! a restart changes (the listen addresses, the listener's TLS files, the worker threads,
+//! the admission limits) is named in the log when it changed.
+//!
+//! The files' directories are watched, not the files: editors and Kubernetes replace a file
+//! by renaming another over it, which a watch on the file itself stops seeing.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::cli::ServeArgs;
+use crate::config::{self, Resolved};
+use crate::schema_files;
+
+/// File events this close together are one change.
+const DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// What a reload compares against: the settings only a restart changes.
+#[derive(PartialEq)]
+struct Fixed {
+    listen: String,
+    admin_listen: Option<String>,
+    tls: Option<(PathBuf, PathBuf, Option<PathBuf>)>,
+    worker_threads: usize,
+    limits: (usize, usize, usize),
+}
+
+impl Fixed {
+    fn of(resolved: &Resolved) -> Fixed {
+        Fixed {
+            listen: resolved.listen.to_string(),
+            admin_listen: resolved.admin_listen.as_ref().map(ToString::to_string),
+            tls: resolved
+                .tls
+                .as_ref()
+                .map(|t| (t.cert.clone(), t.key.clone(), t.client_ca.clone())),
+            worker_threads: resolved.worker_threads,
+            limits: (
+                resolved.edge.max_concurrent_requests,
+                resolved.edge.max_inflight_bytes,
+                resolved.edge.migration.max_clients,
+            ),
+        }
+    }
+
+    /// What differs from `other`, in words.
+    fn changes(&self, other: &Fixed) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.listen != other.listen {
+            out.push("listen");
+        }
+        if self.admin_listen != other.admin_listen {
+            out.push("admin_listen");
+        }
+        if self.tls != other.tls {
+            out.push("the listener's TLS files");
+        }
+        if self.worker_threads != other.worker_threads {
+            out.push("worker_threads");
+        }
+        if self.limits != other.limits {
+            out.push("max_concurrent_requests, max_inflight_bytes or migration.max_clients");
+        }
+        out
+    }
+}
+
+/// The files a snapshot was built from: a change to any of them reloads.
+fn watched_files(args: &ServeArgs, resolved: &Resolved) -> BTreeSet<PathBuf> {
+    let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+    args.config
+        .iter()
+        .chain(&resolved.schema.descriptor_sets)
+        .chain(&resolved.schema.protos)
+        .map(absolute)
+        .collect()
+}
+
+/// Starts reloading `live` on each `hangup` and on changes to the files `first` was built
+/// from. Runs until the process ends.
+pub fn spawn(
+    args: ServeArgs,
+    live: edge::Live,
+    first: &Resolved,
+    mut hangups: mpsc::Receiver<()>,
+) -> tokio::task::JoinHandle<()> {
+    let mut files = watched_files(&args, first);
+    let mut fixed = Fixed::of(first);
+    tokio::spawn(async move {
+        let (changed_tx, mut changed) = mpsc::channel::<()>(1);
+        let mut _watcher = watch(&files, changed_tx.clone());
+        loop {
+            let why = tokio::select! {
+                Some(()) = hangups.recv() => "SIGHUP",
+                Some(()) = changed.recv() => {
+                    // Whatever else changes in the next moments is the same change.
+                    while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, changed.recv()).await {}
+                    "a watched file changed"
+                }
+                else => return,
+            };
+            let metrics = live.load().metrics().schema_reloads.clone();
+            match reload(&args, &live) {
+                Ok((resolved, summary)) => {
+                    metrics
+                        .get_or_create(&edge::metrics::ResultLabels { result: "ok" })
+                        .inc();
+                    tracing::info!(trigger = why, digest = %live.load().digest(), "configuration reloaded: {summary}");
+                    let now = Fixed::of(&resolved);
+                    let needs_restart = now.changes(&fixed);
+                    if !needs_restart.is_empty() {
+                        tracing::warn!(
+                            "changed, but in force only after a restart: {}",
+                            needs_restart.join(", ")
+                        );
+                    }
+                    fixed = now;
+                    let now = watched_files(&args, &resolved);
+                    if now != files {
+                        files = now;
+                        _watcher = watch(&files, changed_tx.clone());
+                    }
+                }
+                Err(error) => {
+                    metrics
+                        .get_or_create(&edge::metrics::ResultLabels { result: "failed" })
+                        .inc();
+                    tracing::error!(trigger = why, %error, "reload failed; the running configuration stays");
+                }
+            }
+        }
+    })
+}
+
+/// Watches the directories of `files`, telling `changed` when one of the files changes.
+/// None (and a warning) when the system cannot watch them: SIGHUP still reloads.
+fn watch(
+    files: &BTreeSet<PathBuf>,
+    changed: mpsc::Sender<()>,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::{EventKind, RecursiveMode, Watcher};
+    let names = files.clone();
+    let handler = move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else { return };
+        if matches!(event.kind, EventKind::Access(_)) {
+            return;
+        }
+        if event.paths.iter().any(|p| names.contains(p)) {
+            let _ = changed.try_send(());
+        }
+    };
+    let mut watcher = match notify::recommended_watcher(handler) {
+        Ok(watcher) => watcher,
+        Err(error) => {
+            tracing::warn!(%error, "files cannot be watched; SIGHUP reloads");
+            return None;
+        }
+    };
+    let dirs: BTreeSet<PathBuf> = files
+        .iter()
+        .filter_map(|f| f.parent().map(PathBuf::from))
+        .collect();
+    for dir in dirs {
+        if let Err(error) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
+            tracing::warn!(dir = %dir.display(), %error, "cannot watch this directory; SIGHUP reloads");
+        }
+    }
+    Some(watcher)
+}
+
+/// Builds the new snapshot from the files as they are now and puts it in force; what it
+/// changed in words.
+fn reload(args: &ServeArgs, live: &edge::Live) -> anyhow::Result<(Resolved, String)> {
+    let resolved = config::load(args.clone())?;
+    let schema = schema_files::load(&resolved.schema)?;
+    let old = live.load();
+    let (default, services) = crate::tls::specs(&resolved)?;
+    let upstreams = old
+        .upstreams()
+        .rebuild(
+            default,
+            services,
+            resolved.edge.max_response_bytes,
+            resolved.upstream_options,
+            Arc::new(edge::SystemResolver),
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut config = resolved.edge.clone();
+    // The listener's TLS (reloaded on its own as its files change) and the tracer stay.
+    config.tls = old.config().tls.clone();
+    config.tracer = old.config().tracer.clone();
+    let summary = changes(old.schema(), &schema);
+    let new = old
+        .reload(schema, upstreams, config)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    live.swap(Arc::new(new));
+    Ok((resolved, summary))
+}
+
+/// The methods `new` adds, removes and changes (input or output type) against `old`.
+fn changes(old: &transcode::Schema, new: &transcode::Schema) -> String {
+    let types = |m: &transcode::Method| {
+        (
+            m.input.full_name().to_owned(),
+            m.output.full_name().to_owned(),
+            m.streaming,
+        )
+    };
+    let mut added = Vec::new();
+    let mut changed = Vec::new();
+    for method in new.methods() {
+        match old.method(&method.path) {
+            None => added.push(method.full_name.to_string()),
+            Some(before) if types(before) != types(method) => {
+                changed.push(method.full_name.to_string());
+            }
+            Some(_) => {}
+        }
+    }
+    let mut removed: Vec<String> = old
+        .methods()
+        .filter(|m| new.method(&m.path).is_none())
+        .map(|m| m.full_name.to_string())
+        .collect();
+    for list in [&mut added, &mut changed, &mut removed] {
+        list.sort_unstable();
+    }
+    let list = |l: &[String]| {
+        if l.is_empty() {
+            "none".to_owned()
+        } else {
+            l.join(", ")
+        }
+    };
+    format!(
+        "methods added: {}; removed: {}; changed: {}",
+        list(&added),
+        list(&removed),
+        list(&changed)
+    )
+}
