@@ -110,12 +110,14 @@ pub fn spawn(
                 else => return,
             };
             let metrics = live.load().metrics().schema_reloads.clone();
+            let began = std::time::Instant::now();
             match reload(&args, &live) {
                 Ok((resolved, summary)) => {
                     metrics
                         .get_or_create(&edge::metrics::ResultLabels { result: "ok" })
                         .inc();
-                    tracing::info!(trigger = why, digest = %live.load().digest(), "configuration reloaded: {summary}");
+                    let took_ms = began.elapsed().as_secs_f64() * 1000.0;
+                    tracing::info!(trigger = why, digest = %live.load().digest(), took_ms, "configuration reloaded: {summary}");
                     let now = Fixed::of(&resolved);
                     let needs_restart = now.changes(&fixed);
                     if !needs_restart.is_empty() {
