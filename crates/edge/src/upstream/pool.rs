@@ -23,6 +23,7 @@ use tonic::Status;
 use super::endpoint::{Endpoint, InFlight, Place, StateGauges};
 use super::health::Check;
 use super::resolve::Resolve;
+use super::unary::Failure;
 use super::{Target, UpstreamOptions};
 use crate::error::SetupError;
 
@@ -170,12 +171,28 @@ impl Pool {
         }
     }
 
+    /// The endpoint of a call's next attempt, counted in flight on it: the balancer's choice,
+    /// and for a retry (`failed`: the endpoint the call failed on, and how) another one. With
+    /// no other, a refused call goes to the same endpoint again (it is up), and an unreachable
+    /// one is not dialed twice: its failure is the answer.
+    pub(super) async fn attempt_on(
+        &self,
+        failed: Option<(Arc<Endpoint>, Failure)>,
+    ) -> Result<InFlight, Status> {
+        match (self.take(failed.as_ref().map(|(e, _)| e)).await?, failed) {
+            (Some(call), _) => Ok(call),
+            (None, Some((endpoint, Failure::NotSent(_)))) => Ok(InFlight::new(&endpoint)),
+            (None, Some((_, failure))) => Err(failure.into_status()),
+            (None, None) => Err(super::unreached(format!(
+                "upstream {} has no endpoint",
+                self.name
+            ))),
+        }
+    }
+
     /// An endpoint for the next call, counted in flight on it: the balancer's choice, leaving
     /// out `avoid` (the endpoint a retried call failed on). None when there is no other.
-    pub(super) async fn take(
-        &self,
-        avoid: Option<&Arc<Endpoint>>,
-    ) -> Result<Option<InFlight>, Status> {
+    async fn take(&self, avoid: Option<&Arc<Endpoint>>) -> Result<Option<InFlight>, Status> {
         if !*self.resolved.borrow() {
             let mut resolved = self.resolved.subscribe();
             let _ = resolved.wait_for(|done| *done).await;

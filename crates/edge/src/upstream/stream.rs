@@ -62,18 +62,7 @@ async fn open(
     let mut failed: Option<(Arc<Endpoint>, Failure)> = None;
     let (call, conn) = loop {
         let retry = failed.is_some();
-        let avoid = failed.as_ref().map(|(e, _)| e.clone());
-        let mut call = match (pool.take(avoid.as_ref()).await?, failed.take()) {
-            (Some(call), _) => call,
-            (None, Some((endpoint, Failure::NotSent(_)))) => InFlight::new(&endpoint),
-            (None, Some((_, failure))) => return Err(failure.into_status()),
-            (None, None) => {
-                return Err(super::unreached(format!(
-                    "upstream {} has no endpoint",
-                    pool.name
-                )));
-            }
-        };
+        let mut call = pool.attempt_on(failed.take()).await?;
         let endpoint = call.endpoint().clone();
         match endpoint.connection(&mut call).await {
             Ok(conn) => break (call, conn),

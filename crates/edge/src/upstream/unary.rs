@@ -97,19 +97,7 @@ pub(super) async fn call(
     let mut failed: Option<(Arc<Endpoint>, Failure)> = None;
     loop {
         let retry = failed.is_some();
-        let call = match (pool.take(failed.as_ref().map(|(e, _)| e)).await?, failed) {
-            (Some(call), _) => call,
-            // No other endpoint: a refused call goes to the same one again, an unreachable
-            // endpoint is not dialed twice.
-            (None, Some((endpoint, Failure::NotSent(_)))) => InFlight::new(&endpoint),
-            (None, Some((_, failure))) => return Err(failure.into_status()),
-            (None, None) => {
-                return Err(super::unreached(format!(
-                    "upstream {} has no endpoint",
-                    pool.name
-                )));
-            }
-        };
+        let call = pool.attempt_on(failed).await?;
         // What is left of the deadline (the first attempt has all of it).
         let left = if retry {
             timeout.saturating_sub(start.elapsed())
