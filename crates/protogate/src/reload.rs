@@ -8,8 +8,11 @@
 //! a restart changes (the listen addresses, the listener's TLS files, the worker threads,
 //! the admission limits) is named in the log when it changed.
 //!
-//! The files' directories are watched, not the files: editors and Kubernetes replace a file
-//! by renaming another over it, which a watch on the file itself stops seeing.
+//! The files' directories are watched, not the files: editors replace a file by renaming
+//! another over it, which a watch on the file itself stops seeing, and Kubernetes swaps a
+//! `..data` symlink beside a ConfigMap's files, which no event on the files themselves
+//! reports. Any change in those directories is a candidate; the gateway reloads when the
+//! files' contents differ from those it last loaded.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -95,6 +98,7 @@ pub fn spawn(
     mut hangups: mpsc::Receiver<()>,
 ) -> tokio::task::JoinHandle<()> {
     let mut files = watched_files(&args, first);
+    let mut loaded = fingerprint(&files);
     let mut fixed = Fixed::of(first);
     tokio::spawn(async move {
         let (changed_tx, mut changed) = mpsc::channel::<()>(1);
@@ -105,6 +109,9 @@ pub fn spawn(
                 Some(()) = changed.recv() => {
                     // Whatever else changes in the next moments is the same change.
                     while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, changed.recv()).await {}
+                    if fingerprint(&files) == loaded {
+                        continue;
+                    }
                     "a watched file changed"
                 }
                 else => return,
@@ -128,12 +135,15 @@ pub fn spawn(
                     }
                     fixed = now;
                     let now = watched_files(&args, &resolved);
+                    loaded = fingerprint(&now);
                     if now != files {
                         files = now;
                         _watcher = watch(&files, changed_tx.clone());
                     }
                 }
                 Err(error) => {
+                    // Not retried until the files change again (or a SIGHUP).
+                    loaded = fingerprint(&files);
                     metrics
                         .get_or_create(&edge::metrics::ResultLabels { result: "failed" })
                         .inc();
@@ -144,20 +154,30 @@ pub fn spawn(
     })
 }
 
-/// Watches the directories of `files`, telling `changed` when one of the files changes.
+/// A hash of the files' contents (a file that cannot be read hashes as its error).
+fn fingerprint(files: &BTreeSet<PathBuf>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    for file in files {
+        file.hash(&mut hasher);
+        match std::fs::read(file) {
+            Ok(bytes) => bytes.hash(&mut hasher),
+            Err(e) => e.kind().hash(&mut hasher),
+        }
+    }
+    hasher.finish()
+}
+
+/// Watches the directories of `files`, telling `changed` of any change in them.
 /// None (and a warning) when the system cannot watch them: SIGHUP still reloads.
 fn watch(
     files: &BTreeSet<PathBuf>,
     changed: mpsc::Sender<()>,
 ) -> Option<notify::RecommendedWatcher> {
     use notify::{EventKind, RecursiveMode, Watcher};
-    let names = files.clone();
     let handler = move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
-        if matches!(event.kind, EventKind::Access(_)) {
-            return;
-        }
-        if event.paths.iter().any(|p| names.contains(p)) {
+        if !matches!(event.kind, EventKind::Access(_)) {
             let _ = changed.try_send(());
         }
     };

@@ -22,12 +22,12 @@ pub async fn serve_admin(
     shutdown: impl Future<Output = ()>,
 ) {
     let live: Live = live.into();
-    let edge = live.load();
+    let header_read_timeout = live.load().config().header_read_timeout;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(edge.config().header_read_timeout);
+        .header_read_timeout(header_read_timeout);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {

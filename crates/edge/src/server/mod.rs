@@ -44,9 +44,16 @@ pub async fn serve_all(
     shutdown: impl Future<Output = ()>,
 ) {
     let live: Live = live.into();
-    // The metrics, the downgrade log and the drain are shared by every snapshot.
-    let edge = live.load();
-    let config = edge.config().clone();
+    // The metrics, the downgrade log and the drain are shared by every snapshot; nothing here
+    // holds the first snapshot itself, so a reload's old upstreams go when their requests do.
+    let (config, metrics, downgrades) = {
+        let edge = live.load();
+        (
+            edge.config().clone(),
+            edge.metrics_shared(),
+            edge.downgrades_shared(),
+        )
+    };
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -69,7 +76,7 @@ pub async fn serve_all(
     let builder = Arc::new(builder);
     let registry = Arc::new(Registry::new(
         config.max_connections,
-        edge.metrics().connections.clone(),
+        metrics.connections.clone(),
     ));
     // Tells every connection the shutdown's phase: draining, HTTP/2 connections get a GOAWAY
     // (HTTP/1.1 ones are closed by their next answer); stopped, one still waiting for its first
@@ -80,13 +87,13 @@ pub async fn serve_all(
 
     // The downgrade log's pending counts are reported even when traffic stops.
     let flusher = {
-        let edge = edge.clone();
+        let downgrades = downgrades.clone();
         let every = (config.downgrade_log_interval / 2).max(Duration::from_secs(1));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             loop {
                 tick.tick().await;
-                edge.downgrade_log().flush();
+                downgrades.flush();
             }
         })
     };
@@ -115,7 +122,7 @@ pub async fn serve_all(
             accepted = accept(first) => accepted,
             () = &mut shutdown, if !draining => {
                 draining = true;
-                edge.drain();
+                live.load().drain();
                 stopping.send_replace(Phase::Draining);
                 drained.as_mut().reset(tokio::time::Instant::now() + config.drain_delay);
                 tracing::info!(drain_delay = ?config.drain_delay, "draining: /readyz answers 503, connections are told to close; still serving");
@@ -135,7 +142,7 @@ pub async fn serve_all(
         };
         let Some(registered) = registry.open() else {
             // max_connections open and none idle: refused, closed at once.
-            edge.metrics()
+            metrics
                 .shed
                 .get_or_create(&crate::metrics::ShedLabels {
                     reason: crate::ShedReason::Connections.as_str(),
@@ -278,7 +285,7 @@ pub async fn serve_all(
         }
     }
     flusher.abort();
-    edge.downgrade_log().flush();
+    downgrades.flush();
 }
 
 /// Where the shutdown is.

@@ -394,8 +394,14 @@ impl Edge {
         &self.upstreams
     }
 
-    pub(crate) fn downgrade_log(&self) -> &DowngradeLog {
-        &self.downgrades
+    /// The downgrade log every snapshot shares.
+    pub(crate) fn downgrades_shared(&self) -> Arc<DowngradeLog> {
+        self.downgrades.clone()
+    }
+
+    /// The metrics every snapshot shares.
+    pub(crate) fn metrics_shared(&self) -> Arc<Metrics> {
+        self.metrics.clone()
     }
 
     /// The shutdown began: from now on `/readyz` answers 503 and every HTTP/1.1 answer closes

@@ -65,6 +65,9 @@ pub(crate) struct Endpoint {
     failures: AtomicU32,
     /// No longer resolved: out of the gauges, never restored.
     retired: AtomicBool,
+    /// Held while the endpoint changes state (ejected, restored, retired), so the gauges move
+    /// with the flags: a probe's restore and a retire at once cannot both count.
+    transition: Mutex<()>,
     /// This endpoint's place in `protogate_upstream_endpoints{upstream,state}`.
     gauges: StateGauges,
     /// Answers the active health check, when the service has one (else always true).
@@ -203,6 +206,7 @@ impl Endpoint {
             ejected: AtomicBool::new(false),
             failures: AtomicU32::new(0),
             retired: AtomicBool::new(false),
+            transition: Mutex::new(()),
             gauges,
             checked,
         })
@@ -264,6 +268,10 @@ impl Endpoint {
     /// connection (`why`), and probes it back in a task of its own: first after
     /// [`FIRST_EJECTION`], then twice as long after each failed probe, up to [`MAX_EJECTION`].
     pub(super) fn eject(self: &Arc<Self>, why: &str) {
+        let _transition = self
+            .transition
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if self.ejected.swap(true, Ordering::Relaxed) {
             return;
         }
@@ -279,6 +287,10 @@ impl Endpoint {
 
     /// Back in the balancer's choice.
     fn restore(&self) {
+        let _transition = self
+            .transition
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if self.retired.load(Ordering::Relaxed) {
             return;
         }
@@ -299,6 +311,10 @@ impl Endpoint {
     /// The endpoint leaves its upstream (no longer resolved): out of the gauges. Calls in
     /// flight finish on it; its connections close when the last of them ends.
     pub(super) fn retire(&self) {
+        let _transition = self
+            .transition
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if self.retired.swap(true, Ordering::Relaxed) {
             return;
         }

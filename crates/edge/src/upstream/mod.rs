@@ -418,17 +418,8 @@ impl Upstreams {
     /// limit) to `max`.
     pub(crate) fn limit_calls(&mut self, max: Option<usize>) {
         let Some(max) = max else { return };
-        let mut by_pool: Vec<(Arc<pool::Pool>, Arc<crate::admission::Limit>)> = Vec::new();
         for route in self.default.iter_mut().chain(self.by_service.values_mut()) {
-            let limit = match by_pool.iter().find(|(p, _)| Arc::ptr_eq(p, &route.pool)) {
-                Some((_, limit)) => limit.clone(),
-                None => {
-                    let limit = Arc::new(crate::admission::Limit::new(Some(max)));
-                    by_pool.push((route.pool.clone(), limit.clone()));
-                    limit
-                }
-            };
-            route.calls = Some(limit);
+            route.calls = Some(route.pool.limit(max));
         }
     }
 

@@ -57,6 +57,9 @@ pub(crate) struct Pool {
     gauges: StateGauges,
     /// Calls sent to this upstream (`protogate_upstream_requests_total{upstream}`).
     pub(super) calls: Counter,
+    /// `max_concurrent_requests_per_upstream`'s count of calls in flight, with its maximum:
+    /// kept with the pool, so the snapshots of a reload count against one limit.
+    limit: Mutex<Option<(usize, Arc<crate::admission::Limit>)>>,
     resolver: Arc<dyn Resolve>,
 }
 
@@ -111,6 +114,7 @@ impl Pool {
             check,
             gauges: settings.gauges,
             calls: settings.calls,
+            limit: Mutex::new(None),
             resolver: settings.resolver,
         });
         if pool.targets.iter().all(|t| t.literal.is_some()) {
@@ -130,6 +134,20 @@ impl Pool {
             tokio::spawn(check_health(Arc::downgrade(&pool), options.health_interval));
         }
         Ok(pool)
+    }
+
+    /// The limit of `max` calls in flight to this upstream (the one it has, when its maximum
+    /// is `max`).
+    pub(super) fn limit(&self, max: usize) -> Arc<crate::admission::Limit> {
+        let mut limit = self.limit.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*limit {
+            Some((m, l)) if *m == max => l.clone(),
+            _ => {
+                let l = Arc::new(crate::admission::Limit::new(Some(max)));
+                *limit = Some((max, l.clone()));
+                l
+            }
+        }
     }
 
     /// Whether this pool is what `targets`, `health_services`, `options` and
@@ -393,16 +411,26 @@ fn pick(endpoints: &[Arc<Endpoint>], avoid: Option<&Arc<Endpoint>>) -> Option<Ar
         healthy
     };
     let nth = |n: usize| endpoints.iter().filter(candidates).nth(n).cloned();
+    // An endpoint may be ejected between the count and the draw: then any candidate left,
+    // else any endpoint not avoided (never none while there is one).
+    let fallback = || {
+        endpoints
+            .iter()
+            .find(candidates)
+            .or_else(|| endpoints.iter().find(|e| !avoided(e)))
+            .cloned()
+    };
     match count {
-        0 => None,
-        1 => nth(0),
+        0 => fallback(),
+        1 => nth(0).or_else(fallback),
         _ => {
             let first = random_below(count);
             let mut second = random_below(count - 1);
             if second >= first {
                 second += 1;
             }
-            let (a, b) = (nth(first)?, nth(second)?);
+            let a = nth(first).or_else(fallback)?;
+            let Some(b) = nth(second) else { return Some(a) };
             Some(if b.outstanding() < a.outstanding() {
                 b
             } else {

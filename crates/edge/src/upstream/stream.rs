@@ -59,29 +59,38 @@ async fn open(
         .path_and_query()
         .cloned()
         .ok_or_else(|| Status::internal("a streaming call without a method path"))?;
+    let mut headers = parts.headers;
+    headers
+        .entry(header::USER_AGENT)
+        .or_insert(unary::USER_AGENT);
+    // Until the stream is open nothing of the body is taken: a call the upstream provably did
+    // not get (its endpoint unreachable, the connection gone before the stream opened) goes
+    // once more, on another endpoint when there is one.
     let mut failed: Option<(Arc<Endpoint>, Failure)> = None;
-    let (call, conn) = loop {
+    let (call, conn, response, send) = loop {
         let retry = failed.is_some();
         let mut call = pool.attempt_on(failed.take()).await?;
         let endpoint = call.endpoint().clone();
-        match endpoint.connection(&mut call).await {
-            Ok(conn) => break (call, conn),
-            Err(status) if !retry => failed = Some((endpoint, Failure::Unreachable(status))),
+        let conn = match endpoint.connection(&mut call).await {
+            Ok(conn) => conn,
+            Err(status) if !retry => {
+                failed = Some((endpoint, Failure::Unreachable(status)));
+                continue;
+            }
             Err(status) => return Err(status),
+        };
+        let mut head = Request::new(());
+        *head.method_mut() = parts.method.clone();
+        *head.uri_mut() = unary::call_uri(&endpoint, &path)?;
+        *head.headers_mut() = headers.clone();
+        pool.calls.inc();
+        match unary::open(&endpoint, &conn, head).await {
+            Ok((response, send)) => break (call, conn, response, send),
+            Err(failure @ Failure::NotSent(_)) if !retry => failed = Some((endpoint, failure)),
+            Err(failure) => return Err(failure.into_status()),
         }
     };
     let endpoint = call.endpoint().clone();
-    let mut head = Request::new(());
-    *head.method_mut() = parts.method;
-    *head.uri_mut() = unary::call_uri(&endpoint, &path)?;
-    *head.headers_mut() = parts.headers;
-    head.headers_mut()
-        .entry(header::USER_AGENT)
-        .or_insert(unary::USER_AGENT);
-    pool.calls.inc();
-    let (response, send) = unary::open(&endpoint, &conn, head)
-        .await
-        .map_err(Failure::into_status)?;
     conn.opened(endpoint.options.max_streams_per_connection);
     tokio::spawn(pipe(body, send));
     let response = response
