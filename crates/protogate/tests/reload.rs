@@ -154,3 +154,50 @@ fn a_rewritten_proto_is_served_without_a_restart_and_a_broken_one_is_not() {
     gw.sigterm();
     assert!(gw.wait_exit().success());
 }
+
+/// A ConfigMap as Kubernetes mounts it: the files are symlinks through `..data`, and an
+/// update writes a new timestamped directory and swaps `..data` to it, with no event on the
+/// files themselves. The gateway reloads all the same.
+#[cfg(unix)]
+#[test]
+fn a_configmap_update_by_symlink_swap_is_picked_up() {
+    use std::os::unix::fs::symlink;
+    let shop = shop();
+    let scratch = Scratch::new("configmap");
+    let v1 = std::fs::read_to_string(format!("{PROTO_DIR}/demo/v1/shop.proto")).unwrap();
+    let v2 = std::fs::read_to_string(format!("{PROTO_DIR}/demo/v2/shop.proto")).unwrap();
+    let mount = scratch.0.join("config");
+    let write_version = |name: &str, proto: &str| {
+        let dir = mount.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("shop.proto"), proto).unwrap();
+        std::fs::write(
+            dir.join("gw.toml"),
+            format!(
+                "listen = \"127.0.0.1:0\"\nupstream = \"http://{}\"\nprotos = [\"shop.proto\"]\nincludes = [\".\", \"{PROTO_DIR}\"]\n",
+                shop.addr
+            ),
+        )
+        .unwrap();
+    };
+    write_version("..2026_12_01_a", &v1);
+    symlink("..2026_12_01_a", mount.join("..data")).unwrap();
+    symlink("..data/gw.toml", mount.join("gw.toml")).unwrap();
+    symlink("..data/shop.proto", mount.join("shop.proto")).unwrap();
+    let config = mount.join("gw.toml").display().to_string();
+    let mut gw = Proc::spawn(&["serve", "--config", &config]);
+    let addr = gw.addr();
+    assert!(!body(&get_order(addr)).contains("loyaltyPoints"));
+    // The update, as kubelet's atomic writer does it: new directory, new link, renamed over.
+    write_version("..2026_12_01_b", &v2);
+    symlink("..2026_12_01_b", mount.join("..data_tmp")).unwrap();
+    std::fs::rename(mount.join("..data_tmp"), mount.join("..data")).unwrap();
+    let served = eventually("the new ConfigMap's schema", || {
+        body(&get_order(addr))
+            .contains(r#""loyaltyPoints":"89""#)
+            .then_some(())
+    });
+    assert!(served.is_some(), "{}", gw.log().join("\n"));
+    gw.sigterm();
+    assert!(gw.wait_exit().success());
+}
