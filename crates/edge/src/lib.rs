@@ -10,7 +10,8 @@
 //! - [`negotiate`]: Content-Type and Accept.
 //! - `headers`: deadline, metadata and status headers.
 //! - `media_type`: RFC 9110 media types.
-//! - [`upstream`]: unary calls on one h2 connection per upstream; streams on tonic channels.
+//! - [`upstream`]: a pool of endpoints per upstream (resolved, balanced, health-checked);
+//!   unary calls and streams on their HTTP/2 connections.
 //! - [`downgrade`]: the rate-limited downgrade warning.
 //! - [`metrics`]: Prometheus metrics.
 //! - [`migration`]: who still speaks JSON, what it costs, the JSON sunset policy (pure).
