@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 ORACLE_REQ := tests/oracle/requirements.txt
 DEPLOY_REQ := tests/deploy/requirements.txt
 
-.PHONY: demo test build lint bench bench-e2e bench-burst soak oracle-env grpcgw deploy-env deploy-check clean
+.PHONY: demo test build lint bench bench-codecs bench-e2e bench-burst soak oracle-env grpcgw deploy-env deploy-check clean
 
 demo:
 	$(CARGO) run --release -p protogate -- demo
@@ -61,6 +61,13 @@ bench:
 	python3 bench/gen_bodies.py target/bench-bodies
 	$(CARGO) bench -p protogate-transcode --bench transcode
 	$(CARGO) bench -p protogate-transcode --bench allocs
+
+# Python's codecs on the same workloads (issue 19 §5): orjson, msgpack and protobuf from and to
+# Python objects, MB/s per JSON byte, to set beside `make bench`'s transcoder figures.
+bench-codecs: oracle-env
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r bench/codecs-requirements.txt
+	python3 bench/gen_bodies.py target/bench-bodies
+	$(PYTHON) bench/codecs.py target/bench-bodies
 
 # End to end on loopback: bench-backend (CPU 0) + the release gateway (CPU 1), loaded by wrk
 # (HTTP/1.1) and h2load (HTTP/2) on CPU 0, direct gRPC as the floor; ~4 min (E2E_DURATION=1: ~1.5).
