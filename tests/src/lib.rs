@@ -703,9 +703,18 @@ pub fn metric(text: &str, name_and_labels: &str) -> f64 {
 /// Polls `check` until it returns `Some`, every 10 ms, for at most `limit`; panics naming `what`
 /// when the deadline passes. Tests wait on observed state with this, never on a fixed sleep.
 pub async fn eventually<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    eventually_async(what, limit, || std::future::ready(check())).await
+}
+
+/// [`eventually`] with a check that awaits (an HTTP call, say).
+pub async fn eventually_async<T, F: Future<Output = Option<T>>>(
+    what: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> F,
+) -> T {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        if let Some(v) = check() {
+        if let Some(v) = check().await {
             return v;
         }
         assert!(

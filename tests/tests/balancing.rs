@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use protogate_tests::{Http, Replica, start_gateway_upstreams, v1_schema};
+use protogate_tests::{Http, Replica, eventually_async, start_gateway_upstreams, v1_schema};
 
 const ECHO: &str = "/protogate.test.svc.TestService/Echo";
 const THING: &str = r#"{"id":"1","name":"spread"}"#;
@@ -52,17 +52,22 @@ fn url(addr: SocketAddr) -> String {
     format!("http://{addr}")
 }
 
-/// Polls `check` every 20 ms until it holds, failing after [`PATIENCE`].
+/// Polls `check` until it holds, failing after [`PATIENCE`].
 async fn until<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually_async(what, PATIENCE, || {
+        let holds = check();
+        async move { holds.await.then_some(()) }
+    })
+    .await;
+}
+
+/// The gateway's `/metrics` text.
+async fn scrape(addr: SocketAddr) -> String {
+    String::from_utf8_lossy(&Http::h1().get(addr, "/metrics").await.body).into_owned()
 }
 
 /// `protogate_upstream_endpoints{state=…}` for the one upstream in `metrics`.
@@ -130,8 +135,7 @@ async fn calls_spread_evenly_over_three_endpoints() {
             "not within 10 % of 1,000 each: {calls:?}"
         );
     }
-    let metrics = Http::h1().get(gw.addr, "/metrics").await;
-    let text = String::from_utf8_lossy(&metrics.body);
+    let text = scrape(gw.addr).await;
     assert_eq!(endpoints(&text, "healthy"), Some(3), "{text}");
     assert_eq!(endpoints(&text, "ejected"), Some(0), "{text}");
     let label = urls.join(",");
@@ -175,8 +179,7 @@ async fn a_killed_endpoint_fails_only_calls_it_had_taken_and_comes_back() {
     assert!(failed.iter().all(|s| *s == 503), "{failed:?}");
     assert_eq!(ok + failed.len(), 4_000);
     assert!(taken_before >= 100);
-    let metrics =
-        String::from_utf8_lossy(&Http::h1().get(gw.addr, "/metrics").await.body).into_owned();
+    let metrics = scrape(gw.addr).await;
     assert_eq!(endpoints(&metrics, "ejected"), Some(1), "{metrics}");
     // Everything after the death goes to the two others, without a failure.
     let (ok, failed) = load(gw.addr, 300, 4).await;
@@ -192,8 +195,7 @@ async fn a_killed_endpoint_fails_only_calls_it_had_taken_and_comes_back() {
         }
     })
     .await;
-    let metrics =
-        String::from_utf8_lossy(&Http::h1().get(gw.addr, "/metrics").await.body).into_owned();
+    let metrics = scrape(gw.addr).await;
     assert_eq!(endpoints(&metrics, "healthy"), Some(3), "{metrics}");
     drop(replicas);
 }
@@ -269,8 +271,7 @@ async fn endpoints_follow_the_host_names_answers() {
         assert_eq!(call().await.status, 200);
     }
     assert_eq!(a.calls.load(Ordering::SeqCst), a_calls);
-    let metrics =
-        String::from_utf8_lossy(&Http::h1().get(gw.addr, "/metrics").await.body).into_owned();
+    let metrics = scrape(gw.addr).await;
     assert_eq!(endpoints(&metrics, "healthy"), Some(1), "{metrics}");
     // A name that resolves to nothing: 503 naming the upstream and why, and /readyz says so.
     resolver.set("shop.test", Ok(vec![]));
@@ -306,12 +307,9 @@ async fn an_endpoint_not_serving_is_left_out_until_it_serves_again() {
     )
     .await;
     let http = Http::h1();
-    let metrics = || async {
-        String::from_utf8_lossy(&Http::h1().get(gw.addr, "/metrics").await.body).into_owned()
-    };
     a.set_serving(false).await;
     until("the endpoint not serving to be ejected", || async {
-        endpoints(&metrics().await, "ejected") == Some(1)
+        endpoints(&scrape(gw.addr).await, "ejected") == Some(1)
     })
     .await;
     let before = a.calls.load(Ordering::SeqCst);
@@ -332,7 +330,7 @@ async fn an_endpoint_not_serving_is_left_out_until_it_serves_again() {
     assert_eq!(http.get(gw.addr, "/readyz").await.status, 200);
     a.set_serving(true).await;
     until("the endpoint to serve again", || async {
-        endpoints(&metrics().await, "healthy") == Some(2)
+        endpoints(&scrape(gw.addr).await, "healthy") == Some(2)
     })
     .await;
     // Both down: not ready, and the body names the upstream.

@@ -896,10 +896,14 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
     })
 }
 
-/// `value` of `key`, refused when zero (an interval of nothing would spin).
+/// `value` of `key`, refused below the upstreams' shortest interval (a tiny one would flood
+/// the resolver or the upstreams).
 fn positive(value: Duration, key: &str) -> Result<Duration, ConfigError> {
-    if value.is_zero() {
-        return Err(ConfigError(format!("{key}: must be more than 0")));
+    if value < edge::upstream::MIN_INTERVAL {
+        return Err(ConfigError(format!(
+            "{key}: {value:?} is too short; at least {:?}",
+            edge::upstream::MIN_INTERVAL
+        )));
     }
     Ok(value)
 }
@@ -1253,7 +1257,7 @@ upstream = ["http://d:4"]
             ("upstream = [\"ftp://a:1\"]", "expected http://HOST:PORT"),
             (
                 "upstream = \"http://a:1\"\ndns_refresh = \"0\"",
-                "dns_refresh: must be more than 0",
+                "dns_refresh: 0ns is too short; at least 100ms",
             ),
         ] {
             let text = format!("protos = [\"x.proto\"]\n{text}");

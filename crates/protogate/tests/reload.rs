@@ -7,14 +7,7 @@
 
 mod support;
 
-use support::{PROTO_DIR, Proc, Scratch, eventually, get_order, http, shop};
-
-/// Writes `text` to `path` as editors and Kubernetes do: a new file renamed over the old one.
-fn replace(path: &str, text: &str) {
-    let next = format!("{path}.next");
-    std::fs::write(&next, text).unwrap();
-    std::fs::rename(&next, path).unwrap();
-}
+use support::{PROTO_DIR, Proc, Scratch, eventually, get_order, http, replace, shop};
 
 fn body(answer: &str) -> &str {
     answer.split_once("\r\n\r\n").map_or("", |(_, b)| b)

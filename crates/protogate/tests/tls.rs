@@ -14,7 +14,7 @@ use std::sync::Arc;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
-use support::{DEADLINE, Proc, Scratch, eventually, run, stderr};
+use support::{DEADLINE, Proc, Scratch, eventually, replace, run, stderr};
 
 struct Ca(CertifiedIssuer<'static, KeyPair>);
 
@@ -106,13 +106,6 @@ fn complete(answer: &[u8]) -> bool {
         })
         .unwrap_or(0);
     body.len() >= length
-}
-
-/// Writes `text` to `path` as cert-manager does: a new file renamed over the old one.
-fn replace(path: &str, text: &str) {
-    let next = format!("{path}.next");
-    std::fs::write(&next, text).unwrap();
-    std::fs::rename(&next, path).unwrap();
 }
 
 #[test]

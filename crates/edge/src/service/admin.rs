@@ -188,7 +188,7 @@ impl Edge {
                 Bytes::from_static(b"not ready: shutting down\n"),
             );
         }
-        let problems = self.upstreams.unreachable(Duration::from_secs(1)).await;
+        let problems = self.upstreams.not_ready(Duration::from_secs(1)).await;
         if problems.is_empty() {
             plain(
                 StatusCode::OK,

@@ -10,6 +10,8 @@ mod connect;
 mod endpoint;
 mod health;
 mod pool;
+
+pub use pool::MIN_INTERVAL;
 mod resolve;
 mod stream;
 mod unary;
@@ -444,7 +446,7 @@ impl Upstreams {
 
     /// The upstreams without a healthy endpoint, each with why: none has a connection up or
     /// makes one within `timeout` (an upstream's endpoints are tried in turn).
-    pub async fn unreachable(&self, timeout: Duration) -> Vec<String> {
+    pub async fn not_ready(&self, timeout: Duration) -> Vec<String> {
         let mut pools: Vec<&Arc<pool::Pool>> = Vec::new();
         for route in self.default.iter().chain(self.by_service.values()) {
             if !pools.iter().any(|p| Arc::ptr_eq(p, &route.pool)) {

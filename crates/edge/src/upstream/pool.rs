@@ -27,6 +27,9 @@ use super::unary::Failure;
 use super::{Target, UpstreamOptions};
 use crate::error::SetupError;
 
+/// The shortest `dns_refresh` and `health_interval` taken (shorter ones are raised to it).
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
 /// A configured URL of the upstream.
 struct Addressed {
     authority: Authority,
@@ -49,6 +52,8 @@ pub(crate) struct Pool {
     endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
     /// True once the first resolution has finished.
     resolved: watch::Sender<bool>,
+    /// The same, read without the watch channel's lock on every call.
+    resolved_once: std::sync::atomic::AtomicBool,
     /// Why the last resolution found nothing for some URL, if it did not.
     resolve_error: Mutex<Option<String>>,
     pub(super) options: UpstreamOptions,
@@ -95,7 +100,10 @@ impl Pool {
             .iter()
             .map(addressed)
             .collect::<Result<Vec<_>, _>>()?;
-        let options = settings.options;
+        let mut options = settings.options;
+        // A zero period would panic in tokio's interval, a tiny one flood the resolver.
+        options.dns_refresh = options.dns_refresh.max(MIN_INTERVAL);
+        options.health_interval = options.health_interval.max(MIN_INTERVAL);
         let check = (!settings.health_services.is_empty()).then(|| Check {
             services: settings.health_services.into(),
             timeout: options.connect_timeout,
@@ -108,6 +116,7 @@ impl Pool {
             targets,
             endpoints: ArcSwap::from_pointee(Vec::new()),
             resolved: watch::Sender::new(false),
+            resolved_once: std::sync::atomic::AtomicBool::new(false),
             resolve_error: Mutex::new(None),
             options,
             max_response_bytes: settings.max_response_bytes,
@@ -126,7 +135,7 @@ impl Pool {
                 })
                 .collect();
             pool.endpoints.store(Arc::new(endpoints));
-            pool.resolved.send_replace(true);
+            pool.mark_resolved();
         } else {
             tokio::spawn(refresh(Arc::downgrade(&pool), options.dns_refresh));
         }
@@ -211,7 +220,10 @@ impl Pool {
     /// An endpoint for the next call, counted in flight on it: the balancer's choice, leaving
     /// out `avoid` (the endpoint a retried call failed on). None when there is no other.
     async fn take(&self, avoid: Option<&Arc<Endpoint>>) -> Result<Option<InFlight>, Status> {
-        if !*self.resolved.borrow() {
+        if !self
+            .resolved_once
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
             let mut resolved = self.resolved.subscribe();
             let _ = resolved.wait_for(|done| *done).await;
         }
@@ -224,6 +236,13 @@ impl Pool {
             )));
         }
         Ok(pick(&endpoints, avoid).map(|e| InFlight::new(&e)))
+    }
+
+    /// The first resolution is over: calls waiting for it go on.
+    fn mark_resolved(&self) {
+        self.resolved_once
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.resolved.send_replace(true);
     }
 
     fn why_unresolved(&self) -> String {
@@ -241,7 +260,10 @@ impl Pool {
     /// in turn, healthy ones first); else why not.
     pub(super) async fn ready(&self, timeout: Duration) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + timeout;
-        if !*self.resolved.borrow() {
+        if !self
+            .resolved_once
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
             let mut resolved = self.resolved.subscribe();
             let _ = tokio::time::timeout_at(deadline, resolved.wait_for(|done| *done)).await;
         }
@@ -340,7 +362,7 @@ impl Pool {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = errors.into_iter().next();
         self.endpoints.store(Arc::new(next));
-        self.resolved.send_replace(true);
+        self.mark_resolved();
     }
 }
 
@@ -354,11 +376,12 @@ impl Drop for Pool {
 
 /// Resolves the pool's URLs now and every `every`, until the pool is dropped.
 async fn refresh(pool: Weak<Pool>, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        ticks.tick().await;
         let Some(live) = pool.upgrade() else { return };
         live.resolve().await;
-        drop(live);
-        tokio::time::sleep(every).await;
     }
 }
 

@@ -203,6 +203,14 @@ pub fn http(addr: SocketAddr, method: &str, path: &str, content_type: &str, body
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Writes `text` to `path` as cert-manager, editors and Kubernetes do: a new file renamed
+/// over the old one.
+pub fn replace(path: &str, text: &str) {
+    let next = format!("{path}.next");
+    std::fs::write(&next, text).unwrap();
+    std::fs::rename(&next, path).unwrap();
+}
+
 /// A scratch directory for one test, removed when dropped.
 pub struct Scratch(pub PathBuf);
 
