@@ -46,8 +46,8 @@ pub use error::{EdgeError, SetupError};
 pub use server::{serve, serve_admin, serve_all};
 pub use service::{Edge, Live};
 pub use upstream::{
-    Resolution, Resolve, SystemResolver, Target, UpstreamOptions, UpstreamSpec, UpstreamTls,
-    Upstreams,
+    Reflected, ReflectionQuery, Resolution, Resolve, SystemResolver, Target, UpstreamOptions,
+    UpstreamSpec, UpstreamTls, Upstreams,
 };
 
 /// The edge's settings: plain data, resolved by the binary from flags and the config file.
@@ -130,6 +130,12 @@ pub struct EdgeConfig {
     /// Largest request stream body (client and bidirectional streaming), over all its
     /// messages; each message is held to `max_body_bytes` (default 64 MiB).
     pub max_stream_bytes: usize,
+    /// Where the schema came from, as `protogate_schema_info{source}` names it: `files`
+    /// (default), `reflection`, or `files+reflection`.
+    pub schema_source: &'static str,
+    /// Told of every request naming a method or path the schema lacks (the binary then
+    /// asks the upstreams' reflection for a newer schema, at most once per interval).
+    pub unknown_method: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 impl Default for EdgeConfig {
@@ -163,6 +169,8 @@ impl Default for EdgeConfig {
             http_rules: Vec::new(),
             unknown_query: transcode::rest::UnknownQuery::Reject,
             max_stream_bytes: 64 * 1024 * 1024,
+            schema_source: "files",
+            unknown_method: None,
         }
     }
 }

@@ -84,7 +84,8 @@ pub struct Metrics {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SchemaLabels {
     pub digest: String,
-    /// `files` (descriptor sets or `.proto` files).
+    /// `files` (descriptor sets or `.proto` files), `reflection` (the upstreams' server
+    /// reflection) or `files+reflection`.
     pub source: &'static str,
 }
 

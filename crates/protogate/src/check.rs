@@ -37,9 +37,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// empty).
 async fn check(mut resolved: Resolved) -> (String, Vec<String>) {
     let mut problems = Vec::new();
-    let schema = schema_files::load(&resolved.schema)
-        .map_err(|e| problems.push(format!("{e:#}")))
-        .ok();
     if let Some(files) = &resolved.tls {
         match files.load() {
             Ok(loaded) => resolved.edge.tls = Some(loaded.tls),
@@ -61,9 +58,21 @@ async fn check(mut resolved: Resolved) -> (String, Vec<String>) {
             None
         }
     };
+    // With reflection (`--reflect`, `schema_source = "reflection"`, a service's `reflect`),
+    // the live upstreams are asked, as `serve` would ask them.
+    let schema = match &upstreams {
+        Some(upstreams) => crate::schema::load(&resolved, upstreams).await,
+        None if resolved.schema.is_empty() => Err(anyhow::anyhow!(
+            "the schema from reflection is not checked: the upstreams do not work"
+        )),
+        None => schema_files::load(&resolved.schema),
+    }
+    .map_err(|e| problems.push(format!("{e:#}")))
+    .ok();
     let (Some(schema), Some(upstreams)) = (schema, upstreams) else {
         return (String::new(), problems);
     };
+    let resolved_source = resolved.edge.schema_source;
     let rules = resolved.edge.json_sunset.clone();
     let http_rules = resolved.edge.http_rules.clone();
     // The edge checks what only the schema can tell: services the upstreams name, routes and
@@ -98,9 +107,10 @@ async fn check(mut resolved: Resolved) -> (String, Vec<String>) {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "ok: {} methods, {} REST routes",
+        "ok: {} methods, {} REST routes (schema from {})",
         methods.len(),
-        routes.iter().count()
+        routes.iter().count(),
+        resolved_source,
     );
     let mut table = vec![[
         "HTTP".to_owned(),

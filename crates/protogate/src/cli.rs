@@ -46,6 +46,13 @@ pub struct SchemaArgs {
     pub includes: Vec<PathBuf>,
 }
 
+impl SchemaArgs {
+    /// Whether any schema file is named.
+    pub fn is_empty(&self) -> bool {
+        self.descriptor_sets.is_empty() && self.protos.is_empty()
+    }
+}
+
 #[derive(Args, Debug, Clone, Default)]
 pub struct ServeArgs {
     /// Address to listen on [default: 127.0.0.1:8080].
@@ -59,6 +66,10 @@ pub struct ServeArgs {
     pub upstream: Option<String>,
     #[command(flatten)]
     pub schema: SchemaArgs,
+    /// Take the schema from every upstream's gRPC server reflection (merged with any files
+    /// given, which win); `--reflect=false` turns off what the config file turned on.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub reflect: Option<bool>,
     /// TOML file with the same settings plus per-service upstreams; flags override it.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

@@ -139,6 +139,11 @@ pub struct FileConfig {
     pub protos: Vec<PathBuf>,
     #[serde(default)]
     pub includes: Vec<PathBuf>,
+    /// `reflection`: the schema comes from every upstream's server reflection; `files`
+    /// (default): from the files given.
+    pub schema_source: Option<SchemaSource>,
+    /// How often the reflected schema is asked for again (default 60s).
+    pub schema_refresh: Option<String>,
     pub max_body_bytes: Option<usize>,
     pub max_response_bytes: Option<usize>,
     pub upstream_timeout: Option<String>,
@@ -448,6 +453,8 @@ impl HttpRuleConfig {
 pub struct ServiceConfig {
     pub upstream: Urls,
     pub health_check: Option<bool>,
+    /// This service's schema comes from its upstream's server reflection.
+    pub reflect: Option<bool>,
     /// Its TLS settings, over the top level's.
     pub ca: Option<PathBuf>,
     pub client_cert: Option<PathBuf>,
@@ -472,6 +479,28 @@ impl ServiceConfig {
             .chain(self.client_key.iter_mut())
     }
 }
+
+/// `schema_source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchemaSource {
+    Files,
+    Reflection,
+}
+
+/// The schema from the upstreams' server reflection: what to ask, and how often.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reflection {
+    /// Every upstream lists its services (`--reflect`, `schema_source = "reflection"`).
+    pub all: bool,
+    /// Services with `reflect = true`.
+    pub services: Vec<String>,
+    /// `schema_refresh`.
+    pub refresh: Duration,
+}
+
+/// The default `schema_refresh`.
+const SCHEMA_REFRESH: Duration = Duration::from_secs(60);
 
 /// An upstream: one URL, or a list of them (its endpoints are every address each resolves
 /// to).
@@ -538,6 +567,8 @@ pub struct Resolved {
     /// TLS on the listener, when a certificate is given.
     pub tls: Option<ListenerFiles>,
     pub schema: SchemaArgs,
+    /// The schema (also) from the upstreams' server reflection.
+    pub reflection: Option<Reflection>,
     pub log_format: LogFormat,
     pub upstream_options: edge::UpstreamOptions,
     /// OpenTelemetry export, when `[otel]` is set.
@@ -608,6 +639,7 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         server_name: file.server_name,
     };
     let mut service_upstream_tls = BTreeMap::new();
+    let mut reflected_services = Vec::new();
     let service_upstreams: Vec<(String, Vec<String>)> = file
         .services
         .into_iter()
@@ -624,6 +656,9 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
             }
             if s.health_check.unwrap_or(default_health_check) {
                 health_checked.insert(name.clone());
+            }
+            if s.reflect == Some(true) {
+                reflected_services.push(name.clone());
             }
             service_upstream_tls.insert(name.clone(), own.over(&upstream_tls));
             Ok((name, urls))
@@ -666,9 +701,33 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
     } else {
         args.schema
     };
-    if schema.descriptor_sets.is_empty() && schema.protos.is_empty() {
+    let reflect_all = args
+        .reflect
+        .unwrap_or(file.schema_source == Some(SchemaSource::Reflection));
+    let reflection = if reflect_all || !reflected_services.is_empty() {
+        let refresh = match &file.schema_refresh {
+            Some(text) => parse_duration(text)
+                .map_err(|e| ConfigError(format!("schema_refresh {text:?}: {e}")))?,
+            None => SCHEMA_REFRESH,
+        };
+        let refresh = positive(refresh, "schema_refresh")?;
+        Some(Reflection {
+            all: reflect_all,
+            services: reflected_services,
+            refresh,
+        })
+    } else {
+        if file.schema_refresh.is_some() {
+            return Err(ConfigError(
+                "schema_refresh is for a schema from reflection; set schema_source = \"reflection\" (or --reflect, or a service's reflect = true)".into(),
+            ));
+        }
+        None
+    };
+    if schema.is_empty() && reflection.is_none() {
         return Err(ConfigError(
-            "no schema: pass --descriptor-set FILE or --proto FILE (with -I DIR)".into(),
+            "no schema: pass --descriptor-set FILE or --proto FILE (with -I DIR), or --reflect"
+                .into(),
         ));
     }
     let defaults = edge::EdgeConfig::default();
@@ -814,6 +873,13 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
                 UnknownQueryConfig::Reject => transcode::rest::UnknownQuery::Reject,
             }),
         max_stream_bytes: file.max_stream_bytes.unwrap_or(defaults.max_stream_bytes),
+        schema_source: match (&reflection, schema.is_empty()) {
+            (None, _) => "files",
+            (Some(_), true) => "reflection",
+            (Some(_), false) => "files+reflection",
+        },
+        // Set by `serve` when the schema comes from reflection.
+        unknown_method: None,
     };
     for (key, value) in [
         (
@@ -864,6 +930,7 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         service_upstream_tls,
         tls,
         schema,
+        reflection,
         log_format: args
             .log_format
             .or(file.log_format)
@@ -1117,6 +1184,20 @@ mod tests {
                 |r| r.edge.strict_accept.to_string(),
                 "true",
                 "false",
+            ),
+            (
+                "schema_source = \"reflection\"",
+                &["--reflect=false"],
+                |r| format!("{:?}", r.reflection.as_ref().map(|r| r.all)),
+                "Some(true)",
+                "None",
+            ),
+            (
+                "schema_source = \"files\"",
+                &["--reflect"],
+                |r| format!("{:?}", r.reflection.as_ref().map(|r| (r.all, r.refresh))),
+                "None",
+                "Some((true, 60s))",
             ),
             (
                 "strict_accept = false",
@@ -1461,6 +1542,44 @@ upstream = ["http://d:4"]
             assert!(e.0.contains("--features otel"), "{e}");
         }
         assert!(resolved("").unwrap().otel.is_none());
+    }
+
+    #[test]
+    fn a_schema_from_reflection_needs_no_file() {
+        let resolved = |toml: &str| {
+            let text = format!("upstream = \"http://h:1\"\n{toml}");
+            resolve(args(&[]), FileConfig::parse(&text, Path::new("."))?)
+        };
+        let r = resolved("schema_source = \"reflection\"\nschema_refresh = \"5m\"").unwrap();
+        assert_eq!(
+            r.reflection,
+            Some(Reflection {
+                all: true,
+                services: vec![],
+                refresh: Duration::from_secs(300)
+            })
+        );
+        assert_eq!(r.edge.schema_source, "reflection");
+        let r = resolved(
+            "protos = [\"a\"]\n[services.\"p.S\"]\nupstream = \"http://s:1\"\nreflect = true",
+        )
+        .unwrap();
+        let reflection = r.reflection.unwrap();
+        assert!(!reflection.all);
+        assert_eq!(reflection.services, ["p.S"]);
+        assert_eq!(r.edge.schema_source, "files+reflection");
+        let e = resolved("protos = [\"a\"]\nschema_refresh = \"5m\"").unwrap_err();
+        assert!(
+            e.0.contains("schema_refresh is for a schema from reflection"),
+            "{e}"
+        );
+        let e = resolved("schema_source = \"reflection\"\nschema_refresh = \"1ms\"").unwrap_err();
+        assert!(
+            e.0.contains("schema_refresh") && e.0.contains("too short"),
+            "{e}"
+        );
+        let e = resolved("schema_source = \"upstream\"").unwrap_err();
+        assert!(e.0.contains("files") && e.0.contains("reflection"), "{e}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod otel;
 mod reload;
 mod report;
 mod run;
+mod schema;
 mod schema_files;
 mod tls;
 

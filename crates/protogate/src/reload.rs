@@ -20,10 +20,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::cli::ServeArgs;
 use crate::config::{self, Resolved};
-use crate::schema_files;
 
 /// File events this close together are one change.
 const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -89,42 +89,97 @@ fn watched_files(args: &ServeArgs, resolved: &Resolved) -> BTreeSet<PathBuf> {
         .collect()
 }
 
-/// Starts reloading `live` on each `hangup` and on changes to the files `first` was built
-/// from. Runs until the process ends.
+/// Why a reload runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Trigger {
+    Hangup,
+    FileChanged,
+    /// `schema_refresh` passed: the upstreams' reflection is asked again.
+    Refresh,
+    /// A request named a method the schema lacks.
+    UnknownMethod,
+}
+
+impl Trigger {
+    fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Hangup => "SIGHUP",
+            Trigger::FileChanged => "a watched file changed",
+            Trigger::Refresh => "schema_refresh",
+            Trigger::UnknownMethod => "a request named an unknown method",
+        }
+    }
+
+    /// A reload that only asks the reflection again: when nothing changed, it is no news.
+    fn is_refresh(self) -> bool {
+        matches!(self, Trigger::Refresh | Trigger::UnknownMethod)
+    }
+}
+
+/// Starts reloading `live` on each `hangup`, on changes to the files `first` was built
+/// from, and — when the schema comes from reflection — every `schema_refresh` and when
+/// `unknown_method` is told of a request for a method the schema lacks (at most once per
+/// `schema_refresh`, so requests for unknown paths cannot make the gateway ask its upstreams
+/// over and over). Runs until the process ends.
 pub fn spawn(
     args: ServeArgs,
     live: edge::Live,
     first: &Resolved,
     mut hangups: mpsc::Receiver<()>,
+    unknown_method: Arc<tokio::sync::Notify>,
 ) -> tokio::task::JoinHandle<()> {
     let mut files = watched_files(&args, first);
     let mut loaded = fingerprint(&files);
     let mut fixed = Fixed::of(first);
+    let mut refresh = first.reflection.as_ref().map(|r| r.refresh);
     tokio::spawn(async move {
         let (changed_tx, mut changed) = mpsc::channel::<()>(1);
         let mut _watcher = watch(&files, changed_tx.clone());
+        let mut next_refresh = Instant::now() + refresh.unwrap_or_default();
+        let mut last_unknown: Option<Instant> = None;
         loop {
-            let why = tokio::select! {
-                Some(()) = hangups.recv() => "SIGHUP",
+            let trigger = tokio::select! {
+                Some(()) = hangups.recv() => Trigger::Hangup,
                 Some(()) = changed.recv() => {
                     // Whatever else changes in the next moments is the same change.
                     while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, changed.recv()).await {}
                     if fingerprint(&files) == loaded {
                         continue;
                     }
-                    "a watched file changed"
+                    Trigger::FileChanged
+                }
+                () = tokio::time::sleep_until(next_refresh), if refresh.is_some() => Trigger::Refresh,
+                () = unknown_method.notified(), if refresh.is_some() => {
+                    let every = refresh.unwrap_or_default();
+                    if last_unknown.is_some_and(|at| at.elapsed() < every) {
+                        continue;
+                    }
+                    last_unknown = Some(Instant::now());
+                    Trigger::UnknownMethod
                 }
                 else => return,
             };
             let metrics = live.load().metrics().schema_reloads.clone();
-            let began = std::time::Instant::now();
-            match reload(&args, &live) {
-                Ok((resolved, summary)) => {
+            let began = Instant::now();
+            // A refresh when no file changed is no news if the reflection gives the same.
+            let quiet = trigger.is_refresh() && fingerprint(&files) == loaded;
+            let result = reload(&args, &live, &unknown_method, quiet).await;
+            if let Some(every) = refresh {
+                next_refresh = Instant::now() + every;
+            }
+            match result {
+                Ok(None) => {
+                    tracing::debug!(
+                        trigger = trigger.as_str(),
+                        "the reflected schema is unchanged"
+                    );
+                }
+                Ok(Some((resolved, summary))) => {
                     metrics
                         .get_or_create(&edge::metrics::ResultLabels { result: "ok" })
                         .inc();
                     let took_ms = began.elapsed().as_secs_f64() * 1000.0;
-                    tracing::info!(trigger = why, digest = %live.load().digest(), took_ms, "configuration reloaded: {summary}");
+                    tracing::info!(trigger = trigger.as_str(), digest = %live.load().digest(), took_ms, "configuration reloaded: {summary}");
                     let now = Fixed::of(&resolved);
                     let needs_restart = now.changes(&fixed);
                     if !needs_restart.is_empty() {
@@ -134,6 +189,11 @@ pub fn spawn(
                         );
                     }
                     fixed = now;
+                    let was = refresh;
+                    refresh = resolved.reflection.as_ref().map(|r| r.refresh);
+                    if refresh != was {
+                        next_refresh = Instant::now() + refresh.unwrap_or_default();
+                    }
                     let now = watched_files(&args, &resolved);
                     loaded = fingerprint(&now);
                     if now != files {
@@ -142,12 +202,17 @@ pub fn spawn(
                     }
                 }
                 Err(error) => {
-                    // Not retried until the files change again (or a SIGHUP).
+                    // Not retried until the files change again (or a SIGHUP, or the next
+                    // refresh).
                     loaded = fingerprint(&files);
                     metrics
                         .get_or_create(&edge::metrics::ResultLabels { result: "failed" })
                         .inc();
-                    tracing::error!(trigger = why, %error, "reload failed; the running configuration stays");
+                    tracing::error!(
+                        trigger = trigger.as_str(),
+                        error = format!("{error:#}"),
+                        "reload failed; the running configuration stays"
+                    );
                 }
             }
         }
@@ -200,11 +265,16 @@ fn watch(
     Some(watcher)
 }
 
-/// Builds the new snapshot from the files as they are now and puts it in force; what it
-/// changed in words.
-fn reload(args: &ServeArgs, live: &edge::Live) -> anyhow::Result<(Resolved, String)> {
+/// Builds the new snapshot from the files as they are now (and the upstreams' reflection)
+/// and puts it in force; what it changed in words. With `quiet`, a snapshot whose schema is
+/// the running one's is not put in force (`None`): the configuration is known unchanged.
+async fn reload(
+    args: &ServeArgs,
+    live: &edge::Live,
+    unknown_method: &Arc<tokio::sync::Notify>,
+    quiet: bool,
+) -> anyhow::Result<Option<(Resolved, String)>> {
     let resolved = config::load(args.clone())?;
-    let schema = schema_files::load(&resolved.schema)?;
     let old = live.load();
     let (default, services) = crate::tls::specs(&resolved)?;
     let upstreams = old
@@ -217,16 +287,24 @@ fn reload(args: &ServeArgs, live: &edge::Live) -> anyhow::Result<(Resolved, Stri
             Arc::new(edge::SystemResolver),
         )
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let schema = crate::schema::load(&resolved, &upstreams).await?;
+    if quiet && schema.to_descriptor_set() == old.schema().to_descriptor_set() {
+        return Ok(None);
+    }
     let mut config = resolved.edge.clone();
     // The listener's TLS (reloaded on its own as its files change) and the tracer stay.
     config.tls = old.config().tls.clone();
     config.tracer = old.config().tracer.clone();
+    config.unknown_method = resolved
+        .reflection
+        .is_some()
+        .then(|| unknown_method.clone());
     let summary = changes(old.schema(), &schema);
     let new = old
         .reload(schema, upstreams, config)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     live.swap(Arc::new(new));
-    Ok((resolved, summary))
+    Ok(Some((resolved, summary)))
 }
 
 /// The methods `new` adds, removes and changes (input or output type) against `old`.

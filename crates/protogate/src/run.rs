@@ -6,7 +6,7 @@ use anyhow::Context as _;
 
 use crate::cli::ServeArgs;
 use crate::config::{self, ConfigError};
-use crate::{logging, schema_files};
+use crate::logging;
 
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let resolved = config::load(args.clone())?;
@@ -15,8 +15,6 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // The signals first: a SIGHUP (systemd's ExecReload) while the schema loads must not
         // end the process, and a SIGTERM then is a shutdown like any other.
         let (shutdown, hangups) = shutdown_signal()?;
-        // Validated before any port opens: a broken schema names its file and line.
-        let schema = schema_files::load(&resolved.schema)?;
         let (default, services) = crate::tls::specs(&resolved)?;
         let upstreams = edge::Upstreams::build(
             default,
@@ -26,6 +24,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             std::sync::Arc::new(edge::SystemResolver),
         )
         .map_err(|e| ConfigError(e.to_string()))?;
+        // Validated before any port opens: a broken schema names its file and line, an
+        // upstream whose reflection does not answer is named.
+        let schema = crate::schema::load(&resolved, &upstreams).await?;
         let methods = schema.methods().count();
         let mut resolved = resolved;
         // The certificate is loaded now (a bad one is a configuration error), then watched.
@@ -47,9 +48,14 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
             None => None,
         };
+        // A request for a method the schema lacks asks the reflection again (reload.rs).
+        let unknown_method = Arc::new(tokio::sync::Notify::new());
+        if resolved.reflection.is_some() {
+            resolved.edge.unknown_method = Some(unknown_method.clone());
+        }
         let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge.clone()).map_err(|e| ConfigError(e.to_string()))?);
         let live = edge::Live::new(edge);
-        let reloads = crate::reload::spawn(args, live.clone(), &resolved, hangups);
+        let reloads = crate::reload::spawn(args, live.clone(), &resolved, hangups, unknown_method);
         // Bound last: every configuration error is reported before a port opens.
         let listeners = resolved.listen.bind()?;
         let admin_listeners = match &resolved.admin_listen {

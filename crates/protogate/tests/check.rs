@@ -40,7 +40,10 @@ exempt_clients = ["legacy"]
     let text = stdout(&out);
     assert!(out.status.success(), "{}\n{text}", stderr(&out));
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines[0], "ok: 4 methods, 4 REST routes", "{text}");
+    assert_eq!(
+        lines[0], "ok: 4 methods, 4 REST routes (schema from files)",
+        "{text}"
+    );
     let row = |cells: &[&str]| {
         lines.iter().any(|l| {
             let words: Vec<&str> = l.split_whitespace().collect();

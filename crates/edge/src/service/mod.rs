@@ -268,26 +268,28 @@ impl Edge {
             epoch: self.epoch,
         };
         let edge = Edge::build(schema, upstreams, config, lasting)?;
-        edge.note_schema(Some(&self.digest));
+        edge.note_schema(Some((&self.digest, self.config.schema_source)));
         Ok(edge)
     }
 
-    /// `protogate_schema_info{digest}` = 1 for this snapshot's schema (and the one it
+    /// `protogate_schema_info{digest,source}` = 1 for this snapshot's schema (and the one it
     /// replaces, `previous`, gone).
-    fn note_schema(&self, previous: Option<&str>) {
-        if let Some(previous) = previous.filter(|p| *p != &*self.digest) {
+    fn note_schema(&self, previous: Option<(&str, &'static str)>) {
+        if let Some((previous, previous_source)) = previous.filter(|(digest, source)| {
+            (*digest, *source) != (&*self.digest, self.config.schema_source)
+        }) {
             self.metrics
                 .schema_info
                 .remove(&crate::metrics::SchemaLabels {
                     digest: previous.to_owned(),
-                    source: "files",
+                    source: previous_source,
                 });
         }
         self.metrics
             .schema_info
             .get_or_create(&crate::metrics::SchemaLabels {
                 digest: self.digest.to_string(),
-                source: "files",
+                source: self.config.schema_source,
             })
             .set(1);
     }
@@ -763,6 +765,9 @@ impl Edge {
                 })
             }
             Resolution::NotFound => {
+                if let Some(unknown) = &self.config.unknown_method {
+                    unknown.notify_one();
+                }
                 Err(EdgeError::UnknownMethod(format!("{} {path}", head.method)))
             }
         }

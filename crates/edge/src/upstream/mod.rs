@@ -10,6 +10,7 @@ mod connect;
 mod endpoint;
 mod health;
 mod pool;
+mod reflection;
 
 pub use pool::MIN_INTERVAL;
 mod resolve;
@@ -17,6 +18,7 @@ mod stream;
 mod unary;
 
 pub use connect::UpstreamTls;
+pub use reflection::{Reflected, ReflectionQuery};
 pub use resolve::{Resolution, Resolve, SystemResolver};
 
 use crate::error::SetupError;

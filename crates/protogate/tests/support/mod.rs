@@ -276,3 +276,40 @@ pub fn get_order(addr: SocketAddr) -> String {
         br#"{"id": "2"}"#,
     )
 }
+
+/// One HTTP/1.1 request with `headers` on a fresh connection: the status, the head and the
+/// body (not decoded; binary bodies stay intact).
+pub fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
+    let mut s = TcpStream::connect_timeout(&addr, DEADLINE).expect("connect");
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    s.set_write_timeout(Some(DEADLINE)).unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no response head: {:?}", String::from_utf8_lossy(&out)));
+    let head = String::from_utf8_lossy(&out[..split]).into_owned();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status: {head}"));
+    (status, head, out[split + 4..].to_vec())
+}
