@@ -1,6 +1,8 @@
-//! Hot reload (issue 15 §2-§3). On SIGHUP, and when the config file, a descriptor set or a
+//! Hot reload (issue 15 §1-§3). On SIGHUP, when the config file, a descriptor set or a
 //! `.proto` file changes on disk (watched with `notify`, changes within [`DEBOUNCE`] taken
-//! together), the gateway builds a new snapshot — configuration, schema, routes, upstreams —
+//! together), and — when the schema comes from the upstreams' reflection — every
+//! `schema_refresh` and on a request for a method the schema lacks (at most once per
+//! `schema_refresh`), the gateway builds a new snapshot — configuration, schema, routes, upstreams —
 //! validates it completely and swaps it in (`edge::Live`). Requests in flight finish on the
 //! snapshot they started with; upstreams configured as before keep their pools and
 //! connections. A snapshot that fails is logged with the reason and counted
