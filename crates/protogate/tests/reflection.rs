@@ -293,10 +293,11 @@ fn a_schema_from_reflection_serves_every_format_and_follows_the_backend_to_v2() 
     let v1 = Backend::on(port.try_clone().unwrap(), "v1", Reflection::V1);
     let scratch = Scratch::new("reflect-v1");
     // A long interval: only a request for an unknown method makes the gateway ask again.
+    // Calls go compressed; the reflection's questions (tonic-reflection takes no gzip) not.
     let mut gw = gateway(
         &scratch,
         &format!(
-            "listen = \"127.0.0.1:0\"\nupstream = \"{}\"\nschema_source = \"reflection\"\nschema_refresh = \"1h\"\n",
+            "listen = \"127.0.0.1:0\"\nupstream = \"{}\"\nschema_source = \"reflection\"\nschema_refresh = \"1h\"\nupstream_compression = \"gzip\"\n",
             v1.url()
         ),
     );

@@ -241,7 +241,11 @@ impl Session<'_> {
         }
         .encode_to_vec();
         let requests = futures_util::stream::iter([Some(Bytes::from(message))]);
-        let mut grpc = self.route.client(self.max_response_bytes);
+        // Uncompressed whatever `upstream_compression` says: reflection services rarely take
+        // compressed requests (tonic-reflection does not).
+        let mut grpc = tonic::client::Grpc::new(super::stream::PoolService(self.route.pool.clone()))
+            .max_decoding_message_size(self.max_response_bytes)
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip);
         let response = grpc
             .streaming(
                 request(requests, http::HeaderMap::new(), None),

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# bench/ir.sh (make bench-ir) — the gateway's work per request counted, not timed: user-space
+# instructions (callgrind's Ir) and system calls (strace -c) per EchoOrder request, for A/B
+# comparisons on machines whose timings vary more than the difference sought (a shared VM
+# varies 10-20 % between runs of one binary; these counts repeat within 0.3 %).
+#
+# For each format × client: bench-backend and the release gateway (one worker thread) start,
+# h2load sends IR_WARMUP requests, then IR_REQUESTS more are counted — once with the gateway
+# under callgrind (instrumentation switched on after the warm-up), once under `strace -c -f`
+# (the counts after the warm-up, by difference with a run of the warm-up alone). Prints a
+# markdown table; the counts include everything the gateway does for the requests (its upstream
+# calls too), not the backend's or the client's.
+#
+# Settings (environment):
+#   IR_GATEWAY    gateway binary (default target/release/protogate): to compare builds
+#   IR_FORMATS    default "json protobuf";  IR_CLIENTS  default "h1 h2" (h2load --h1, or h2)
+#   IR_REQUESTS   counted requests (default 4000); IR_WARMUP  before counting (default 500)
+#   IR_TLS=1      the gateway listens with TLS (a P-256 certificate made by openssl)
+#   IR_ENDPOINTS  N > 1: the upstream is a list of N URLs of the one backend
+#   IR_BUILD=0    skip `cargo build`
+# Needs valgrind, strace, h2load (nghttp2-client), openssl for IR_TLS.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+GATEWAY=${IR_GATEWAY:-target/release/protogate}
+BACKEND=target/release/bench-backend
+FORMATS=${IR_FORMATS:-json protobuf}
+CLIENTS=${IR_CLIENTS:-h1 h2}
+REQUESTS=${IR_REQUESTS:-4000}
+WARMUP=${IR_WARMUP:-500}
+ENDPOINTS=${IR_ENDPOINTS:-1}
+OUT=$(mktemp -d /tmp/protogate-ir.XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$OUT"' EXIT
+
+say() { echo "bench-ir: $*" >&2; }
+die() { say "FAILED: $*"; exit 1; }
+for tool in valgrind callgrind_control callgrind_annotate strace h2load; do
+  command -v $tool >/dev/null || die "$tool is missing (apt-get install valgrind strace nghttp2-client)"
+done
+if [[ ${IR_BUILD:-1} != 0 ]]; then
+  cargo build --release -p protogate -p protogate-tests --bin protogate --bin bench-backend
+fi
+[[ -x $GATEWAY && -x $BACKEND ]] || die "$GATEWAY or $BACKEND missing"
+python3 bench/gen_bodies.py target/bench-bodies >/dev/null
+# EchoOrder's body (bench.v1.Order) in both formats, as bench/e2e.sh sends it.
+BODY=$OUT/body
+cp target/bench-bodies/Order.json "$BODY.json"
+"$GATEWAY" convert --proto proto/bench/bench.proto -I proto/bench --message bench.v1.Order \
+  --from json --to protobuf < "$BODY.json" > "$BODY.protobuf"
+
+wait_for() { # FILE REGEX PID
+  for _ in $(seq 600); do
+    grep -qE "$2" "$1" 2>/dev/null && { grep -oE "$2" "$1" | head -1; return; }
+    kill -0 "$3" 2>/dev/null || die "process $3 ended: $(tail -5 "$1")"
+    sleep 0.1
+  done
+  die "no line matching $2 in $1"
+}
+
+"$BACKEND" --listen 127.0.0.1:0 > "$OUT/backend.out" 2> "$OUT/backend.log" &
+BACKEND_PID=$!
+BACKEND_ADDR=$(wait_for "$OUT/backend.out" '[0-9.]+:[0-9]+' $BACKEND_PID)
+ARGS=(serve --proto proto/bench/bench.proto -I proto/bench --listen 127.0.0.1:0 --worker-threads 1)
+if ((ENDPOINTS > 1)); then
+  urls=$(for _ in $(seq "$ENDPOINTS"); do printf '"http://%s", ' "$BACKEND_ADDR"; done)
+  printf 'upstream = [%s]\n' "${urls%, }" > "$OUT/endpoints.toml"
+  ARGS+=(--config "$OUT/endpoints.toml")
+else
+  ARGS+=(--upstream "http://$BACKEND_ADDR")
+fi
+SCHEME=http
+if [[ ${IR_TLS:-0} == 1 ]]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
+    -addext subjectAltName=IP:127.0.0.1 -keyout "$OUT/tls.key" -out "$OUT/tls.crt" 2>/dev/null
+  ARGS+=(--tls-cert "$OUT/tls.crt" --tls-key "$OUT/tls.key")
+  SCHEME=https
+fi
+
+# load FORMAT CLIENT N URL: N requests — HTTP/1.1 on 16 keep-alive connections (as wrk in
+# bench/e2e.sh), or HTTP/2 on 4 connections × 4 streams; fails unless all succeed.
+load() {
+  local ct=application/json how=(-c 4 -m 4)
+  [[ $1 == protobuf ]] && ct=application/x-protobuf
+  [[ $2 == h1 ]] && how=(--h1 -c 16 -m 1)
+  h2load "${how[@]}" -n "$3" -d "$BODY.$1" \
+    -H "content-type: $ct" -H "accept: $ct" "$4/bench.v1.BenchService/EchoOrder" > "$OUT/load.txt"
+  grep -q "$3 succeeded" "$OUT/load.txt" || die "not every request succeeded: $(grep requests: "$OUT/load.txt")"
+}
+
+# gateway WRAPPER...: starts the gateway under WRAPPER; sets GW_PID (the wrapper's) and GW_URL.
+gateway() {
+  "$@" "$GATEWAY" "${ARGS[@]}" 2> "$OUT/gw.log" &
+  GW_PID=$!
+  GW_URL=$(wait_for "$OUT/gw.log" "listening on $SCHEME://[0-9.]+:[0-9]+" $GW_PID)
+  GW_URL=${GW_URL#listening on }
+}
+
+# stop: ends the gateway at once (the counts are taken): valgrind runs it in its own process,
+# strace as its child, and writes its table when the child is gone.
+stop() {
+  pkill -KILL -P "$GW_PID" 2>/dev/null || kill -KILL "$GW_PID" 2>/dev/null || true
+  wait "$GW_PID" 2>/dev/null || true
+}
+
+echo "| client | format | Ir / request | system calls / request |"
+echo "|---|---|---:|---:|"
+for fmt in $FORMATS; do
+  for client in $CLIENTS; do
+    gateway valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$OUT/cg.out"
+    load "$fmt" "$client" "$WARMUP" "$GW_URL"
+    callgrind_control -i on "$GW_PID" >/dev/null 2>&1
+    load "$fmt" "$client" "$REQUESTS" "$GW_URL"
+    callgrind_control -d "$GW_PID" >/dev/null 2>&1
+    ir=$(callgrind_annotate "$OUT/cg.out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+    stop
+    calls=()
+    for n in "$WARMUP" $((WARMUP + REQUESTS)); do
+      gateway strace -f -c -o "$OUT/strace.txt"
+      load "$fmt" "$client" "$n" "$GW_URL"
+      stop
+      calls+=("$(awk '$NF == "total" { print $4 }' "$OUT/strace.txt")")
+    done
+    echo "| $client | $fmt | $((ir / REQUESTS)) | $(python3 -c 'import sys; a, b, n = map(int, sys.argv[1:]); print(f"{(b - a) / n:.2f}")' "${calls[@]}" "$REQUESTS") |"
+  done
+done
