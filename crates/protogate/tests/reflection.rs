@@ -191,9 +191,11 @@ where
             return Box::pin(async move { reflection.call(req).await });
         }
         if self.schema.method(&path).is_some() {
-            return Box::pin(
-                async move { Ok(tonic::server::Grpc::new(Raw).unary(Echo, req).await) },
-            );
+            return Box::pin(async move {
+                let mut grpc = tonic::server::Grpc::new(Raw)
+                    .accept_compressed(tonic::codec::CompressionEncoding::Gzip);
+                Ok(grpc.unary(Echo, req).await)
+            });
         }
         Box::pin(async move { Ok(tonic::Status::unimplemented(path).into_http()) })
     }

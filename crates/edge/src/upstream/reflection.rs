@@ -168,8 +168,13 @@ impl Session<'_> {
             answer = self
                 .ask(V1ALPHA, Question::ListServices(String::new()))
                 .await;
-            if matches!(&answer, Err(status) if status.code() == Code::Unimplemented) {
-                return Err("the upstream serves neither grpc.reflection.v1 nor v1alpha".into());
+            if let Err(status) = &answer
+                && status.code() == Code::Unimplemented
+            {
+                return Err(format!(
+                    "the upstream serves neither grpc.reflection.v1 nor v1alpha ({})",
+                    status.message()
+                ));
             }
         }
         match answer {
@@ -243,9 +248,10 @@ impl Session<'_> {
         let requests = futures_util::stream::iter([Some(Bytes::from(message))]);
         // Uncompressed whatever `upstream_compression` says: reflection services rarely take
         // compressed requests (tonic-reflection does not).
-        let mut grpc = tonic::client::Grpc::new(super::stream::PoolService(self.route.pool.clone()))
-            .max_decoding_message_size(self.max_response_bytes)
-            .accept_compressed(tonic::codec::CompressionEncoding::Gzip);
+        let mut grpc =
+            tonic::client::Grpc::new(super::stream::PoolService(self.route.pool.clone()))
+                .max_decoding_message_size(self.max_response_bytes)
+                .accept_compressed(tonic::codec::CompressionEncoding::Gzip);
         let response = grpc
             .streaming(
                 request(requests, http::HeaderMap::new(), None),
