@@ -206,7 +206,10 @@ pub async fn serve_all(
                     // listeners do).
                     let close = req.version() < http::Version::HTTP_2 && edge.is_draining();
                     let serve = async move {
-                        let mut response = edge.handle(req).await;
+                        // Boxed: the request's future is large (every step's state), and hyper
+                        // moves the future it is given (into a task of its own for each
+                        // HTTP/2 stream): a pointer moves instead (BENCHMARKS.md, session 9).
+                        let mut response = Box::pin(edge.handle(req)).await;
                         if close {
                             response.headers_mut().insert(
                                 http::header::CONNECTION,
