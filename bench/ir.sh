@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # bench/ir.sh (make bench-ir) — the gateway's work per request counted, not timed: user-space
-# instructions (callgrind's Ir) and system calls (strace -c) per EchoOrder request, for A/B
-# comparisons on machines whose timings vary more than the difference sought (a shared VM
-# varies 10-20 % between runs of one binary; these counts repeat within 0.3 %).
+# instructions (callgrind's Ir) and system calls per EchoOrder request, for A/B comparisons on
+# machines whose timings vary more than the difference sought (a shared VM varies 10-20 %
+# between runs of one binary; the instruction counts repeat within 0.3 %).
 #
 # For each format × client: bench-backend and the release gateway (one worker thread) start,
-# h2load sends IR_WARMUP requests, then IR_REQUESTS more are counted — once with the gateway
-# under callgrind (instrumentation switched on after the warm-up), once under `strace -c -f`
-# (the counts after the warm-up, by difference with a run of the warm-up alone). Prints a
-# markdown table; the counts include everything the gateway does for the requests (its upstream
-# calls too), not the backend's or the client's.
+# h2load sends IR_WARMUP requests, then more are counted — IR_REQUESTS with the gateway under
+# callgrind (instrumentation switched on after the warm-up), IR_CALL_REQUESTS with it at full
+# speed (gateway on CPU 1, backend and load on CPU 0, as bench/e2e.sh) while `perf stat`
+# counts its system calls (the raw_syscalls:sys_enter tracepoint; strace slows every call and
+# so changes how many frames share one). Prints a markdown table; the counts include
+# everything the gateway does for the requests (its upstream calls too), not the backend's or
+# the client's. System calls depend on timing (how many frames a write carries): compare them
+# over several runs.
 #
 # Settings (environment):
 #   IR_GATEWAY    gateway binary (default target/release/protogate): to compare builds
 #   IR_FORMATS    default "json protobuf";  IR_CLIENTS  default "h1 h2" (h2load --h1, or h2)
-#   IR_REQUESTS   counted requests (default 4000); IR_WARMUP  before counting (default 500)
+#   IR_REQUESTS   requests counted by callgrind (default 4000); IR_CALL_REQUESTS  by perf
+#                 (default 40000); IR_WARMUP  before counting (default 500)
 #   IR_TLS=1      the gateway listens with TLS (a P-256 certificate made by openssl)
 #   IR_ENDPOINTS  N > 1: the upstream is a list of N URLs of the one backend
 #   IR_BUILD=0    skip `cargo build`
-# Needs valgrind, strace, h2load (nghttp2-client), openssl for IR_TLS.
+# Needs valgrind, perf (linux-perf), h2load (nghttp2-client), openssl for IR_TLS.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,6 +32,7 @@ BACKEND=target/release/bench-backend
 FORMATS=${IR_FORMATS:-json protobuf}
 CLIENTS=${IR_CLIENTS:-h1 h2}
 REQUESTS=${IR_REQUESTS:-4000}
+CALL_REQUESTS=${IR_CALL_REQUESTS:-40000}
 WARMUP=${IR_WARMUP:-500}
 ENDPOINTS=${IR_ENDPOINTS:-1}
 OUT=$(mktemp -d /tmp/protogate-ir.XXXXXX)
@@ -35,8 +40,8 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$OUT"' EXIT
 
 say() { echo "bench-ir: $*" >&2; }
 die() { say "FAILED: $*"; exit 1; }
-for tool in valgrind callgrind_control callgrind_annotate strace h2load; do
-  command -v $tool >/dev/null || die "$tool is missing (apt-get install valgrind strace nghttp2-client)"
+for tool in valgrind callgrind_control callgrind_annotate perf h2load; do
+  command -v $tool >/dev/null || die "$tool is missing (apt-get install valgrind linux-perf nghttp2-client)"
 done
 if [[ ${IR_BUILD:-1} != 0 ]]; then
   cargo build --release -p protogate -p protogate-tests --bin protogate --bin bench-backend
@@ -58,7 +63,7 @@ wait_for() { # FILE REGEX PID
   die "no line matching $2 in $1"
 }
 
-"$BACKEND" --listen 127.0.0.1:0 > "$OUT/backend.out" 2> "$OUT/backend.log" &
+taskset -c 0 "$BACKEND" --listen 127.0.0.1:0 > "$OUT/backend.out" 2> "$OUT/backend.log" &
 BACKEND_PID=$!
 BACKEND_ADDR=$(wait_for "$OUT/backend.out" '[0-9.]+:[0-9]+' $BACKEND_PID)
 ARGS=(serve --proto proto/bench/bench.proto -I proto/bench --listen 127.0.0.1:0 --worker-threads 1)
@@ -83,7 +88,7 @@ load() {
   local ct=application/json how=(-c 4 -m 4)
   [[ $1 == protobuf ]] && ct=application/x-protobuf
   [[ $2 == h1 ]] && how=(--h1 -c 16 -m 1)
-  h2load "${how[@]}" -n "$3" -d "$BODY.$1" \
+  taskset -c 0 h2load "${how[@]}" -n "$3" -d "$BODY.$1" \
     -H "content-type: $ct" -H "accept: $ct" "$4/bench.v1.BenchService/EchoOrder" > "$OUT/load.txt"
   grep -q "$3 succeeded" "$OUT/load.txt" || die "not every request succeeded: $(grep requests: "$OUT/load.txt")"
 }
@@ -96,10 +101,9 @@ gateway() {
   GW_URL=${GW_URL#listening on }
 }
 
-# stop: ends the gateway at once (the counts are taken): valgrind runs it in its own process,
-# strace as its child, and writes its table when the child is gone.
+# stop: ends the gateway at once (the counts are taken).
 stop() {
-  pkill -KILL -P "$GW_PID" 2>/dev/null || kill -KILL "$GW_PID" 2>/dev/null || true
+  kill -KILL "$GW_PID" 2>/dev/null || true
   wait "$GW_PID" 2>/dev/null || true
 }
 
@@ -114,13 +118,17 @@ for fmt in $FORMATS; do
     callgrind_control -d "$GW_PID" >/dev/null 2>&1
     ir=$(callgrind_annotate "$OUT/cg.out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
     stop
-    calls=()
-    for n in "$WARMUP" $((WARMUP + REQUESTS)); do
-      gateway strace -f -c -o "$OUT/strace.txt"
-      load "$fmt" "$client" "$n" "$GW_URL"
-      stop
-      calls+=("$(awk '$NF == "total" { print $4 }' "$OUT/strace.txt")")
-    done
-    echo "| $client | $fmt | $((ir / REQUESTS)) | $(python3 -c 'import sys; a, b, n = map(int, sys.argv[1:]); print(f"{(b - a) / n:.2f}")' "${calls[@]}" "$REQUESTS") |"
+    # System calls: the gateway at full speed (pinned as in bench/e2e.sh, the load on the
+    # other CPU), counted by the kernel's tracepoint while the counted requests run.
+    gateway taskset -c 1
+    load "$fmt" "$client" "$WARMUP" "$GW_URL"
+    perf stat -x, -e raw_syscalls:sys_enter -p "$GW_PID" -o "$OUT/perf.txt" &
+    PERF_PID=$!
+    sleep 0.5 # perf attaching; the idle gateway makes next to no system calls meanwhile
+    load "$fmt" "$client" "$CALL_REQUESTS" "$GW_URL"
+    kill -INT $PERF_PID; wait $PERF_PID 2>/dev/null || true
+    stop
+    calls=$(awk -F, '/raw_syscalls/ { print $1 }' "$OUT/perf.txt")
+    echo "| $client | $fmt | $((ir / REQUESTS)) | $(python3 -c 'import sys; c, n = map(int, sys.argv[1:]); print(f"{c / n:.2f}")' "$calls" "$CALL_REQUESTS") |"
   done
 done

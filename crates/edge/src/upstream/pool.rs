@@ -7,7 +7,8 @@
 //! taken. It needs no shared counter beyond each endpoint's own and no lock; a slow endpoint
 //! collects outstanding calls and is picked less. Ejected endpoints are left out while any
 //! other is healthy; when none is, every endpoint is a candidate again (a call that might
-//! work beats one refused outright, as Envoy's panic threshold does).
+//! work beats one refused outright, as Envoy's panic threshold does). Calls that arrive
+//! together stay together ([`Pool::keep`]) within a lead that grows with the load.
 
 use std::cell::Cell;
 use std::net::{IpAddr, SocketAddr};
@@ -26,6 +27,9 @@ use super::resolve::Resolve;
 use super::unary::Failure;
 use super::{Target, UpstreamOptions};
 use crate::error::SetupError;
+
+/// Calls picked this close together are one burst ([`Pool::keep`]).
+const BURST: Duration = Duration::from_micros(50);
 
 /// The shortest `dns_refresh` and `health_interval` taken (shorter ones are raised to it).
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -66,6 +70,8 @@ pub(crate) struct Pool {
     /// kept with the pool, so the snapshots of a reload count against one limit.
     limit: Mutex<Option<(usize, Arc<crate::admission::Limit>)>>,
     resolver: Arc<dyn Resolve>,
+    /// The last call's endpoint and when it was picked (the burst affinity of [`keep`]).
+    last: Mutex<Option<(Arc<Endpoint>, std::time::Instant)>>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -125,6 +131,7 @@ impl Pool {
             calls: settings.calls,
             limit: Mutex::new(None),
             resolver: settings.resolver,
+            last: Mutex::new(None),
         });
         if pool.targets.iter().all(|t| t.literal.is_some()) {
             let endpoints = (0..pool.targets.len())
@@ -235,7 +242,48 @@ impl Pool {
                 self.why_unresolved()
             )));
         }
-        Ok(pick(&endpoints, avoid).map(|e| InFlight::new(&e)))
+        let chosen = pick(&endpoints, avoid).map(|choice| self.keep(choice, &endpoints, avoid));
+        Ok(chosen.map(|e| InFlight::new(&e)))
+    }
+
+    /// The balancer's `choice`, or the endpoint of the call picked just before when that was
+    /// within [`BURST`] and it is not ahead of `choice` by more than a share of the calls in
+    /// flight (half the mean per endpoint): calls that arrive together — the requests one
+    /// read of a client connection brings — then share one upstream connection, whose
+    /// writes and reads carry all their frames. Split over two connections they cost twice
+    /// the system calls (BENCHMARKS.md, session 9). Calls further apart are balanced as
+    /// the balancer says, and the lead an endpoint may take grows only with the load.
+    fn keep(
+        &self,
+        choice: Arc<Endpoint>,
+        endpoints: &[Arc<Endpoint>],
+        avoid: Option<&Arc<Endpoint>>,
+    ) -> Arc<Endpoint> {
+        if endpoints.len() < 2 {
+            return choice;
+        }
+        let now = std::time::Instant::now();
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let chosen = match &*last {
+            Some((previous, at))
+                if !Arc::ptr_eq(previous, &choice)
+                    && !previous.is_ejected()
+                    && !avoid.is_some_and(|a| Arc::ptr_eq(a, previous))
+                    && endpoints.iter().any(|e| Arc::ptr_eq(e, previous))
+                    && stays(
+                        now.saturating_duration_since(*at),
+                        previous.outstanding(),
+                        choice.outstanding(),
+                        endpoints.iter().map(|e| e.outstanding()).sum(),
+                        endpoints.len(),
+                    ) =>
+            {
+                previous.clone()
+            }
+            _ => choice,
+        };
+        *last = Some((chosen.clone(), now));
+        chosen
     }
 
     /// The first resolution is over: calls waiting for it go on.
@@ -418,6 +466,19 @@ async fn check_health(pool: Weak<Pool>, every: Duration) {
     }
 }
 
+/// Whether a call picked `since` the last one stays on the last one's endpoint, which has
+/// `previous` calls in flight, against the balancer's choice with `choice`, out of `in_flight`
+/// over `endpoints`: within a burst, while its lead is at most half the mean per endpoint.
+fn stays(
+    since: Duration,
+    previous: usize,
+    choice: usize,
+    in_flight: usize,
+    endpoints: usize,
+) -> bool {
+    since < BURST && previous <= choice + in_flight / (2 * endpoints.max(1))
+}
+
 /// Power of two choices among the endpoints that are not ejected (all of them when every one
 /// is), `avoid` left out: the one with fewer calls in flight of two drawn at random.
 fn pick(endpoints: &[Arc<Endpoint>], avoid: Option<&Arc<Endpoint>>) -> Option<Arc<Endpoint>> {
@@ -538,6 +599,23 @@ fn addressed(target: &Target) -> Result<Addressed, SetupError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_burst_stays_on_one_endpoint_while_its_lead_is_small() {
+        let soon = Duration::from_micros(5);
+        // At low load no lead at all: a tie stays, one call more does not.
+        assert!(stays(soon, 0, 0, 0, 2));
+        assert!(!stays(soon, 1, 0, 1, 2));
+        // Sixteen in flight over two endpoints: a lead of four, not five.
+        assert!(stays(soon, 10, 6, 16, 2));
+        assert!(!stays(soon, 11, 5, 16, 2));
+        // Eight over three endpoints (the balancing test's load): a lead of one.
+        assert!(stays(soon, 3, 2, 8, 3));
+        assert!(!stays(soon, 4, 2, 8, 3));
+        // Calls further apart than a burst are the balancer's alone.
+        assert!(!stays(BURST, 0, 0, 0, 2));
+        assert!(!stays(Duration::from_millis(1), 1, 1, 2, 2));
+    }
 
     #[test]
     fn random_draws_cover_the_range_evenly() {
