@@ -2,8 +2,8 @@
 //! `.proto` file changes on disk (watched with `notify`, changes within [`DEBOUNCE`] taken
 //! together), and — when the schema comes from the upstreams' reflection — every
 //! `schema_refresh` and on a request for a method the schema lacks (at most once per
-//! `schema_refresh`), the gateway builds a new snapshot — configuration, schema, routes, upstreams —
-//! validates it completely and swaps it in (`edge::Live`). Requests in flight finish on the
+//! `schema_refresh`), the gateway builds a new snapshot — configuration, schema, routes,
+//! upstreams — validates it completely and swaps it in (`edge::Live`). Requests in flight finish on the
 //! snapshot they started with; upstreams configured as before keep their pools and
 //! connections. A snapshot that fails is logged with the reason and counted
 //! (`protogate_schema_reloads_total{result="failed"}`), and the running one stays. What only
@@ -165,11 +165,7 @@ pub fn spawn(
             let began = Instant::now();
             // A refresh when no file changed is no news if the reflection gives the same.
             let quiet = trigger.is_refresh() && fingerprint(&files) == loaded;
-            let result = reload(&args, &live, &unknown_method, quiet).await;
-            if let Some(every) = refresh {
-                next_refresh = Instant::now() + every;
-            }
-            match result {
+            match reload(&args, &live, &unknown_method, quiet).await {
                 Ok(None) => {
                     tracing::debug!(
                         trigger = trigger.as_str(),
@@ -191,11 +187,7 @@ pub fn spawn(
                         );
                     }
                     fixed = now;
-                    let was = refresh;
                     refresh = resolved.reflection.as_ref().map(|r| r.refresh);
-                    if refresh != was {
-                        next_refresh = Instant::now() + refresh.unwrap_or_default();
-                    }
                     let now = watched_files(&args, &resolved);
                     loaded = fingerprint(&now);
                     if now != files {
@@ -217,6 +209,9 @@ pub fn spawn(
                     );
                 }
             }
+            // Every reload asked the reflection (when there is one): the next refresh is an
+            // interval away.
+            next_refresh = Instant::now() + refresh.unwrap_or_default();
         }
     })
 }
