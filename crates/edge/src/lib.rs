@@ -46,8 +46,8 @@ pub use error::{EdgeError, SetupError};
 pub use server::{serve, serve_admin, serve_all};
 pub use service::{Edge, Live};
 pub use upstream::{
-    Reflected, ReflectionQuery, Resolution, Resolve, SystemResolver, Target, UpstreamOptions,
-    UpstreamSpec, UpstreamTls, Upstreams,
+    Reflected, ReflectedFile, ReflectionQuery, Resolution, Resolve, SystemResolver, Target,
+    UpstreamOptions, UpstreamSpec, UpstreamTls, Upstreams,
 };
 
 /// The edge's settings: plain data, resolved by the binary from flags and the config file.

@@ -8,8 +8,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use bytes::Bytes;
-use prost::Message as _;
 use transcode::Schema;
 
 use crate::config::{ConfigError, Resolved};
@@ -44,11 +42,11 @@ pub async fn load(resolved: &Resolved, upstreams: &edge::Upstreams) -> anyhow::R
 
 /// `given` (when there is one) and the reflected files as one schema.
 fn merge(given: Option<&Schema>, reflected: &[edge::Reflected]) -> Result<Schema, ConfigError> {
-    let mut files: BTreeMap<&str, (&Bytes, &str)> = BTreeMap::new();
+    let mut files: BTreeMap<&str, (&edge::ReflectedFile, &str)> = BTreeMap::new();
     for upstream in reflected {
-        for (name, bytes) in &upstream.files {
+        for (name, file) in &upstream.files {
             match files.get(name.as_str()) {
-                Some((other, from)) if *other != bytes => {
+                Some((other, from)) if other.bytes != file.bytes => {
                     return Err(ConfigError(format!(
                         "the upstreams {from} and {} both give {name} by reflection, with different contents; give the file to the gateway (given files win) or serve one version",
                         upstream.upstream
@@ -56,7 +54,7 @@ fn merge(given: Option<&Schema>, reflected: &[edge::Reflected]) -> Result<Schema
                 }
                 Some(_) => {}
                 None => {
-                    files.insert(name, (bytes, &upstream.upstream));
+                    files.insert(name, (file, &upstream.upstream));
                 }
             }
         }
@@ -68,27 +66,18 @@ fn merge(given: Option<&Schema>, reflected: &[edge::Reflected]) -> Result<Schema
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let mut sets = Vec::new();
-    if let Some(given) = given {
-        // First: a file of a name seen before is skipped, so the given ones win.
-        sets.push(given.to_descriptor_set());
-    }
-    sets.push(descriptor_set(&files).map_err(|e| {
-        ConfigError(format!(
-            "a file from the reflection of {} does not decode: {e}",
-            upstreams()
-        ))
-    })?);
-    let services: Vec<&str> = reflected
-        .iter()
-        .flat_map(|r| r.services.iter().map(String::as_str))
-        .collect();
-    if given.is_none() && services.is_empty() {
+    if given.is_none() && reflected.iter().all(|r| r.services.is_empty()) {
         return Err(ConfigError(format!(
             "the reflection of {} lists no service to serve",
             upstreams()
         )));
     }
+    let mut sets = Vec::new();
+    if let Some(given) = given {
+        // First: a file of a name seen before is skipped, so the given ones win.
+        sets.push(given.to_descriptor_set());
+    }
+    sets.push(descriptor_set(&files));
     Schema::from_descriptor_sets(&sets).map_err(|e| {
         ConfigError(format!(
             "the schema from the reflection of {}: {e}",
@@ -98,57 +87,62 @@ fn merge(given: Option<&Schema>, reflected: &[edge::Reflected]) -> Result<Schema
 }
 
 /// A FileDescriptorSet of `files`, each after the files it imports, their bytes as given.
-fn descriptor_set(files: &BTreeMap<&str, (&Bytes, &str)>) -> Result<Vec<u8>, prost::DecodeError> {
-    let mut imports: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for (name, (bytes, _)) in files {
-        let file = prost_types::FileDescriptorProto::decode(bytes.as_ref())?;
-        imports.insert(name, file.dependency);
-    }
+/// Depth first without recursion: an upstream decides how deep its imports go. A file is
+/// marked when first reached, so an import cycle places each file once (and the schema then
+/// refuses the cycle, naming it).
+fn descriptor_set(files: &BTreeMap<&str, (&edge::ReflectedFile, &str)>) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut placed = HashSet::new();
-    // Depth first, each file after its imports (the upstream's imports are a DAG; a cycle
-    // is placed once and left for the schema to refuse).
-    fn place<'a>(
-        name: &'a str,
-        files: &BTreeMap<&'a str, (&Bytes, &str)>,
-        imports: &'a BTreeMap<&str, Vec<String>>,
-        placed: &mut HashSet<&'a str>,
-        out: &mut Vec<u8>,
-    ) {
-        let Some((bytes, _)) = files.get(name) else {
-            return;
-        };
-        if !placed.insert(name) {
-            return;
+    let mut reached: HashSet<&str> = HashSet::new();
+    for &root in files.keys() {
+        // (a file, how many of its imports are placed)
+        let mut stack: Vec<(&str, usize)> = vec![(root, 0)];
+        while let Some((name, next)) = stack.pop() {
+            let Some((file, _)) = files.get(name) else {
+                continue;
+            };
+            if next == 0 && !reached.insert(name) {
+                continue;
+            }
+            match file.imports.get(next) {
+                Some(import) => {
+                    stack.push((name, next + 1));
+                    stack.push((import, 0));
+                }
+                None => {
+                    // FileDescriptorSet.file = 1, length-delimited.
+                    out.push(0x0a);
+                    prost::encoding::encode_varint(file.bytes.len() as u64, &mut out);
+                    out.extend_from_slice(&file.bytes);
+                }
+            }
         }
-        for import in imports.get(name).into_iter().flatten() {
-            place(import, files, imports, placed, out);
-        }
-        // FileDescriptorSet.file = 1, length-delimited.
-        out.push(0x0a);
-        prost::encoding::encode_varint(bytes.len() as u64, out);
-        out.extend_from_slice(bytes);
     }
-    for name in files.keys() {
-        place(name, files, &imports, &mut placed, &mut out);
-    }
-    Ok(out)
+    out
 }
 
 #[cfg(test)]
 mod tests {
+    use prost::Message as _;
+
     use super::*;
 
-    fn file(name: &str, deps: &[&str], package: &str) -> Bytes {
-        prost_types::FileDescriptorProto {
+    fn file(name: &str, imports: &[&str], package: &str) -> edge::ReflectedFile {
+        let imports: Vec<String> = imports.iter().map(|d| (*d).to_owned()).collect();
+        let bytes = prost_types::FileDescriptorProto {
             name: Some(name.into()),
             package: Some(package.into()),
-            dependency: deps.iter().map(|d| (*d).to_owned()).collect(),
+            dependency: imports.clone(),
             syntax: Some("proto3".into()),
             ..Default::default()
         }
         .encode_to_vec()
-        .into()
+        .into();
+        edge::ReflectedFile { bytes, imports }
+    }
+
+    fn names(set: &[u8]) -> Vec<String> {
+        let set = prost_types::FileDescriptorSet::decode(set).unwrap();
+        set.file.iter().map(|f| f.name().to_owned()).collect()
     }
 
     #[test]
@@ -156,17 +150,41 @@ mod tests {
         let a = file("a.proto", &["b.proto"], "a");
         let b = file("b.proto", &["c.proto"], "b");
         let c = file("c.proto", &[], "c");
-        let files: BTreeMap<&str, (&Bytes, &str)> = [
+        let files: BTreeMap<&str, (&edge::ReflectedFile, &str)> = [
             ("a.proto", (&a, "u")),
             ("b.proto", (&b, "u")),
             ("c.proto", (&c, "u")),
         ]
         .into();
-        let set =
-            prost_types::FileDescriptorSet::decode(descriptor_set(&files).unwrap().as_slice())
-                .unwrap();
-        let names: Vec<&str> = set.file.iter().map(|f| f.name()).collect();
-        assert_eq!(names, ["c.proto", "b.proto", "a.proto"]);
+        assert_eq!(
+            names(&descriptor_set(&files)),
+            ["c.proto", "b.proto", "a.proto"]
+        );
+    }
+
+    #[test]
+    fn a_deep_or_cyclic_import_chain_is_placed_without_recursion() {
+        // 100,000 files each importing the next: a recursive walk overflowed the stack.
+        let chain: Vec<(String, edge::ReflectedFile)> = (0..100_000)
+            .map(|i| {
+                let name = format!("f{i}.proto");
+                let next = format!("f{}.proto", i + 1);
+                (name.clone(), file(&name, &[&next], "p"))
+            })
+            .collect();
+        let files: BTreeMap<&str, (&edge::ReflectedFile, &str)> = chain
+            .iter()
+            .map(|(name, file)| (name.as_str(), (file, "u")))
+            .collect();
+        let placed = names(&descriptor_set(&files));
+        assert_eq!(placed.len(), 100_000);
+        assert_eq!(placed[0], "f99999.proto");
+        // A cycle: each file once.
+        let a = file("a.proto", &["b.proto"], "a");
+        let b = file("b.proto", &["a.proto"], "b");
+        let files: BTreeMap<&str, (&edge::ReflectedFile, &str)> =
+            [("a.proto", (&a, "u")), ("b.proto", (&b, "u"))].into();
+        assert_eq!(names(&descriptor_set(&files)), ["b.proto", "a.proto"]);
     }
 
     #[test]

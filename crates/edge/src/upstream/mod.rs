@@ -18,7 +18,7 @@ mod stream;
 mod unary;
 
 pub use connect::UpstreamTls;
-pub use reflection::{Reflected, ReflectionQuery};
+pub use reflection::{Reflected, ReflectedFile, ReflectionQuery};
 pub use resolve::{Resolution, Resolve, SystemResolver};
 
 use crate::error::SetupError;

@@ -49,10 +49,18 @@ pub struct Reflected {
     pub upstream: Arc<str>,
     /// The services taken from it: those whose calls go to it.
     pub services: Vec<String>,
-    /// The files defining them and every file they import (transitively), by name, as the
-    /// upstream encoded them. Imports the upstream does not have are left out when they are
-    /// `google/protobuf/` or `google/api/` files (the schema brings its own copies).
-    pub files: BTreeMap<String, Bytes>,
+    /// The files defining them and every file they import (transitively), by name. Imports
+    /// the upstream does not have are left out when they are `google/protobuf/` or
+    /// `google/api/` files (the schema brings its own copies).
+    pub files: BTreeMap<String, ReflectedFile>,
+}
+
+/// One file as the upstream encoded it (a `FileDescriptorProto`, options intact), and the
+/// names of the files it imports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReflectedFile {
+    pub bytes: Bytes,
+    pub imports: Vec<String>,
 }
 
 impl Upstreams {
@@ -191,7 +199,7 @@ impl Session<'_> {
         &self,
         path: &str,
         services: &BTreeSet<String>,
-    ) -> Result<BTreeMap<String, Bytes>, String> {
+    ) -> Result<BTreeMap<String, ReflectedFile>, String> {
         let mut files = BTreeMap::new();
         let mut questions: Vec<Question> = services
             .iter()
@@ -222,8 +230,14 @@ impl Session<'_> {
                     let head = FileHead::decode(raw.clone()).map_err(|e| {
                         format!("{question} gave a file that is not a FileDescriptorProto: {e}")
                     })?;
-                    imports.extend(head.dependency);
-                    files.entry(head.name).or_insert(raw);
+                    if let std::collections::btree_map::Entry::Vacant(slot) = files.entry(head.name)
+                    {
+                        imports.extend(head.dependency.iter().cloned());
+                        slot.insert(ReflectedFile {
+                            bytes: raw,
+                            imports: head.dependency,
+                        });
+                    }
                 }
             }
             questions = imports
