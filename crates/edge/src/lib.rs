@@ -44,7 +44,7 @@ use std::time::Duration;
 pub use admission::ShedReason;
 pub use error::{EdgeError, SetupError};
 pub use server::{serve, serve_admin, serve_all};
-pub use service::{Edge, Live};
+pub use service::{Edge, Live, schema_digest};
 pub use upstream::{
     Reflected, ReflectedFile, ReflectionQuery, Resolution, Resolve, SystemResolver, Target,
     UpstreamOptions, UpstreamSpec, UpstreamTls, Upstreams,

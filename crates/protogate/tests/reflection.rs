@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use support::{PROTO_DIR, Proc, Scratch, eventually, exchange, run, stderr};
+use support::{PROTO_DIR, Proc, Scratch, eventually, exchange, metric, run, stderr};
 use tonic::body::Body;
 
 const ECHO: &str = "/protogate.test.reflect.Evolving/Echo";
@@ -273,15 +273,6 @@ fn item(id: &str, note: &str) -> Vec<u8> {
 fn json(body: &[u8]) -> serde_json::Value {
     serde_json::from_slice(body)
         .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(body)))
-}
-
-fn metric(addr: SocketAddr, prefix: &str) -> Option<String> {
-    let (_, _, body) = exchange(addr, "GET", "/metrics", &[], b"");
-    String::from_utf8(body)
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with(prefix))
-        .map(str::to_owned)
 }
 
 fn gateway(scratch: &Scratch, config: &str) -> Proc {

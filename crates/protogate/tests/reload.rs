@@ -7,17 +7,10 @@
 
 mod support;
 
-use support::{PROTO_DIR, Proc, Scratch, eventually, get_order, http, replace, shop};
+use support::{PROTO_DIR, Proc, Scratch, eventually, get_order, http, metric, replace, shop};
 
 fn body(answer: &str) -> &str {
     answer.split_once("\r\n\r\n").map_or("", |(_, b)| b)
-}
-
-fn metric(addr: std::net::SocketAddr, prefix: &str) -> Option<String> {
-    let text = http(addr, "GET", "/metrics", "text/plain", b"");
-    text.lines()
-        .find(|l| l.starts_with(prefix))
-        .map(str::to_owned)
 }
 
 #[test]

@@ -119,8 +119,9 @@ impl From<Arc<Edge>> for Live {
     }
 }
 
-/// A schema's digest: 16 hex digits of a hash of its FileDescriptorSet.
-fn digest(schema: &Schema) -> Arc<str> {
+/// A schema's digest: 16 hex digits of a hash of its FileDescriptorSet (what
+/// `protogate_schema_info{digest}` and [`Edge::digest`] say).
+pub fn schema_digest(schema: &Schema) -> Arc<str> {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::hash::DefaultHasher::new();
     schema.to_descriptor_set().hash(&mut hasher);
@@ -360,7 +361,7 @@ impl Edge {
             epoch,
         } = lasting;
         Ok(Edge {
-            digest: digest(&schema),
+            digest: schema_digest(&schema),
             admission,
             schema,
             routes,

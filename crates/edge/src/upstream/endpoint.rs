@@ -268,10 +268,7 @@ impl Endpoint {
     /// connection (`why`), and probes it back in a task of its own: first after
     /// [`FIRST_EJECTION`], then twice as long after each failed probe, up to [`MAX_EJECTION`].
     pub(super) fn eject(self: &Arc<Self>, why: &str) {
-        let _transition = self
-            .transition
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _transition = self.transition();
         if self.ejected.swap(true, Ordering::Relaxed) {
             return;
         }
@@ -285,12 +282,16 @@ impl Endpoint {
         tokio::spawn(probe(Arc::downgrade(self), backoff));
     }
 
+    /// Held while the state changes (see the field).
+    fn transition(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.transition
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Back in the balancer's choice.
     fn restore(&self) {
-        let _transition = self
-            .transition
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _transition = self.transition();
         if self.retired.load(Ordering::Relaxed) {
             return;
         }
@@ -311,10 +312,7 @@ impl Endpoint {
     /// The endpoint leaves its upstream (no longer resolved): out of the gauges. Calls in
     /// flight finish on it; its connections close when the last of them ends.
     pub(super) fn retire(&self) {
-        let _transition = self
-            .transition
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _transition = self.transition();
         if self.retired.swap(true, Ordering::Relaxed) {
             return;
         }

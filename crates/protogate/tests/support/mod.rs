@@ -313,3 +313,12 @@ pub fn exchange(
         .unwrap_or_else(|| panic!("no status: {head}"));
     (status, head, out[split + 4..].to_vec())
 }
+
+/// The first line of the gateway's `/metrics` that starts with `prefix`.
+pub fn metric(addr: SocketAddr, prefix: &str) -> Option<String> {
+    let (_, _, body) = exchange(addr, "GET", "/metrics", &[], b"");
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .map(str::to_owned)
+}
