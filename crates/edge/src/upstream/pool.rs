@@ -71,7 +71,7 @@ pub(crate) struct Pool {
     limit: Mutex<Option<(usize, Arc<crate::admission::Limit>)>>,
     resolver: Arc<dyn Resolve>,
     /// The last call's endpoint and when it was picked (the burst affinity of [`keep`]).
-    last: Mutex<Option<(Arc<Endpoint>, std::time::Instant)>>,
+    last: Mutex<Option<(Weak<Endpoint>, std::time::Instant)>>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -106,10 +106,7 @@ impl Pool {
             .iter()
             .map(addressed)
             .collect::<Result<Vec<_>, _>>()?;
-        let mut options = settings.options;
-        // A zero period would panic in tokio's interval, a tiny one flood the resolver.
-        options.dns_refresh = options.dns_refresh.max(MIN_INTERVAL);
-        options.health_interval = options.health_interval.max(MIN_INTERVAL);
+        let options = usable(settings.options);
         let check = (!settings.health_services.is_empty()).then(|| Check {
             services: settings.health_services.into(),
             timeout: options.connect_timeout,
@@ -177,7 +174,7 @@ impl Pool {
     ) -> bool {
         self.configured == targets
             && self.health_services == health_services
-            && self.options == options
+            && self.options == usable(options)
             && self.max_response_bytes == max_response_bytes
     }
 
@@ -264,14 +261,21 @@ impl Pool {
         }
         let now = std::time::Instant::now();
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        let chosen = match &*last {
+        // The last endpoint, if it is still one of the pool's (held weakly: a retired one
+        // is not kept alive by this).
+        let previous = last.as_ref().and_then(|(previous, at)| {
+            let previous = endpoints
+                .iter()
+                .find(|e| std::ptr::eq(Arc::as_ptr(e), previous.as_ptr()))?;
+            Some((previous, *at))
+        });
+        let chosen = match previous {
             Some((previous, at))
                 if !Arc::ptr_eq(previous, &choice)
                     && !previous.is_ejected()
                     && !avoid.is_some_and(|a| Arc::ptr_eq(a, previous))
-                    && endpoints.iter().any(|e| Arc::ptr_eq(e, previous))
                     && stays(
-                        now.saturating_duration_since(*at),
+                        now.saturating_duration_since(at),
                         previous.outstanding(),
                         choice.outstanding(),
                         endpoints.iter().map(|e| e.outstanding()).sum(),
@@ -282,7 +286,7 @@ impl Pool {
             }
             _ => choice,
         };
-        *last = Some((chosen.clone(), now));
+        *last = Some((Arc::downgrade(&chosen), now));
         chosen
     }
 
@@ -466,6 +470,14 @@ async fn check_health(pool: Weak<Pool>, every: Duration) {
     }
 }
 
+/// `options` as a pool runs them: a zero period would panic in tokio's interval, a tiny one
+/// flood the resolver or the upstreams.
+fn usable(mut options: UpstreamOptions) -> UpstreamOptions {
+    options.dns_refresh = options.dns_refresh.max(MIN_INTERVAL);
+    options.health_interval = options.health_interval.max(MIN_INTERVAL);
+    options
+}
+
 /// Whether a call picked `since` the last one stays on the last one's endpoint, which has
 /// `previous` calls in flight, against the balancer's choice with `choice`, out of `in_flight`
 /// over `endpoints`: within a burst, while its lead is at most half the mean per endpoint.
@@ -615,6 +627,34 @@ mod tests {
         // Calls further apart than a burst are the balancer's alone.
         assert!(!stays(BURST, 0, 0, 0, 2));
         assert!(!stays(Duration::from_millis(1), 1, 1, 2, 2));
+    }
+
+    #[tokio::test]
+    async fn a_pool_is_what_its_settings_build_even_below_the_shortest_interval() {
+        let targets = [Target::plain("http://127.0.0.1:1")];
+        let options = UpstreamOptions {
+            dns_refresh: Duration::ZERO,
+            health_interval: Duration::from_millis(1),
+            ..UpstreamOptions::default()
+        };
+        let pool = Pool::new(
+            &targets,
+            PoolSettings {
+                options,
+                max_response_bytes: 1 << 20,
+                health_services: Vec::new(),
+                gauges: StateGauges {
+                    healthy: Default::default(),
+                    ejected: Default::default(),
+                },
+                calls: Counter::default(),
+                resolver: Arc::new(super::super::SystemResolver),
+            },
+        )
+        .unwrap();
+        // A reload with the same settings keeps the pool, though it runs them raised.
+        assert!(pool.is_configured(&targets, &[], options, 1 << 20));
+        assert!(!pool.is_configured(&targets, &[], options, 1 << 21));
     }
 
     #[test]
