@@ -59,6 +59,9 @@ pub(crate) struct Endpoint {
     live: Mutex<Live>,
     /// Calls and streams in flight, for the balancer's choice.
     outstanding: AtomicUsize,
+    /// A call was put on this endpoint since its connections last ran: its frames wait for
+    /// their next write, which another call's frames may share ([`Endpoint::has_queued`]).
+    queued: Arc<AtomicBool>,
     /// Out of the balancer's choice until a probe finds it working again.
     ejected: AtomicBool,
     /// The number of ejections in a row (the backoff's exponent).
@@ -203,6 +206,7 @@ impl Endpoint {
             options,
             live: Mutex::default(),
             outstanding: AtomicUsize::new(0),
+            queued: Arc::default(),
             ejected: AtomicBool::new(false),
             failures: AtomicU32::new(0),
             retired: AtomicBool::new(false),
@@ -214,6 +218,25 @@ impl Endpoint {
 
     pub(super) fn outstanding(&self) -> usize {
         self.outstanding.load(Ordering::Relaxed)
+    }
+
+    /// Whether a call was put on this endpoint (by [`Endpoint::queue`]) and none of its
+    /// connections has run since: a call sent now joins that call's frames in one write.
+    pub(super) fn has_queued(&self) -> bool {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// A call is being put on this endpoint (see [`Endpoint::has_queued`]).
+    pub(super) fn queue(&self) {
+        if !self.has_queued() {
+            self.queued.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// What a run of a connection's task does to [`Endpoint::has_queued`] (for tests).
+    #[cfg(test)]
+    pub(super) fn written(&self) {
+        self.queued.store(false, Ordering::Relaxed);
     }
 
     pub(super) fn is_ejected(&self) -> bool {
@@ -408,11 +431,18 @@ async fn drive(
     state: Arc<ConnState>,
     endpoint: Weak<Endpoint>,
 ) {
-    let Some((options, authority)) = endpoint.upgrade().map(|e| (e.options, e.authority.clone()))
+    let Some((options, authority, queued)) = endpoint
+        .upgrade()
+        .map(|e| (e.options, e.authority.clone(), e.queued.clone()))
     else {
         return;
     };
     let mut ping = connection.ping_pong();
+    // Every poll writes what the calls queued: from then on they have none waiting.
+    let mut connection = std::future::poll_fn(move |cx| {
+        queued.store(false, Ordering::Relaxed);
+        std::pin::Pin::new(&mut connection).poll(cx)
+    });
     // No keep-alive when its interval is zero (or too large to schedule).
     let first = (!options.keepalive_interval.is_zero())
         .then(|| tokio::time::Instant::now().checked_add(options.keepalive_interval))

@@ -28,8 +28,10 @@ use super::unary::Failure;
 use super::{Target, UpstreamOptions};
 use crate::error::SetupError;
 
-/// Calls picked this close together are one burst ([`Pool::keep`]).
-const BURST: Duration = Duration::from_micros(50);
+/// Calls in a row that join one endpoint's waiting frames at most ([`Pool::keep`]): a write
+/// carrying this many calls' frames costs each a sixteenth of a system call, and a burst
+/// of requests one read brings is spread in shares of this size.
+const BATCH: usize = 16;
 
 /// The shortest `dns_refresh` and `health_interval` taken (shorter ones are raised to it).
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -70,8 +72,9 @@ pub(crate) struct Pool {
     /// kept with the pool, so the snapshots of a reload count against one limit.
     limit: Mutex<Option<(usize, Arc<crate::admission::Limit>)>>,
     resolver: Arc<dyn Resolve>,
-    /// The last call's endpoint and when it was picked (the burst affinity of [`keep`]).
-    last: Mutex<Option<(Weak<Endpoint>, std::time::Instant)>>,
+    /// The last call's endpoint, and how many calls in a row it took while its frames
+    /// waited (the affinity of [`Pool::keep`]).
+    last: Mutex<(Weak<Endpoint>, usize)>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -128,7 +131,7 @@ impl Pool {
             calls: settings.calls,
             limit: Mutex::new(None),
             resolver: settings.resolver,
-            last: Mutex::new(None),
+            last: Mutex::new((Weak::new(), 0)),
         });
         if pool.targets.iter().all(|t| t.literal.is_some()) {
             let endpoints = (0..pool.targets.len())
@@ -243,13 +246,13 @@ impl Pool {
         Ok(chosen.map(|e| InFlight::new(&e)))
     }
 
-    /// The balancer's `choice`, or the endpoint of the call picked just before when that was
-    /// within [`BURST`] and it is not ahead of `choice` by more than a share of the calls in
-    /// flight (half the mean per endpoint): calls that arrive together — the requests one
-    /// read of a client connection brings — then share one upstream connection, whose
-    /// writes and reads carry all their frames. Split over two connections they cost twice
-    /// the system calls (BENCHMARKS.md, session 9). Calls further apart are balanced as
-    /// the balancer says, and the lead an endpoint may take grows only with the load.
+    /// The balancer's `choice`, or the endpoint of the call picked just before while that
+    /// call's frames still wait for their write (its connections have not run since), for
+    /// up to [`BATCH`] calls in a row: calls that arrive together — the requests one read of
+    /// a client connection brings — then share one upstream connection, whose writes and
+    /// reads carry all their frames. Split over two connections they cost twice the system
+    /// calls (BENCHMARKS.md, sessions 9 and 10). Once the frames are written the next call
+    /// is the balancer's again: a burst is placed by the balancer one batch at a time.
     fn keep(
         &self,
         choice: Arc<Endpoint>,
@@ -259,34 +262,31 @@ impl Pool {
         if endpoints.len() < 2 {
             return choice;
         }
-        let now = std::time::Instant::now();
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let (previous, joined) = &mut *last;
         // The last endpoint, if it is still one of the pool's (held weakly: a retired one
         // is not kept alive by this).
-        let previous = last.as_ref().and_then(|(previous, at)| {
-            let previous = endpoints
-                .iter()
-                .find(|e| std::ptr::eq(Arc::as_ptr(e), previous.as_ptr()))?;
-            Some((previous, *at))
-        });
-        let chosen = match previous {
-            Some((previous, at))
-                if !Arc::ptr_eq(previous, &choice)
+        let stay = endpoints
+            .iter()
+            .find(|e| std::ptr::eq(Arc::as_ptr(e), previous.as_ptr()))
+            .filter(|previous| {
+                *joined < BATCH
+                    && previous.has_queued()
                     && !previous.is_ejected()
                     && !avoid.is_some_and(|a| Arc::ptr_eq(a, previous))
-                    && stays(
-                        now.saturating_duration_since(at),
-                        previous.outstanding(),
-                        choice.outstanding(),
-                        endpoints.iter().map(|e| e.outstanding()).sum(),
-                        endpoints.len(),
-                    ) =>
-            {
+            });
+        let chosen = match stay {
+            Some(previous) => {
+                *joined += 1;
                 previous.clone()
             }
-            _ => choice,
+            None => {
+                *joined = 1;
+                choice
+            }
         };
-        *last = Some((Arc::downgrade(&chosen), now));
+        chosen.queue();
+        *previous = Arc::downgrade(&chosen);
         chosen
     }
 
@@ -478,19 +478,6 @@ fn usable(mut options: UpstreamOptions) -> UpstreamOptions {
     options
 }
 
-/// Whether a call picked `since` the last one stays on the last one's endpoint, which has
-/// `previous` calls in flight, against the balancer's choice with `choice`, out of `in_flight`
-/// over `endpoints`: within a burst, while its lead is at most half the mean per endpoint.
-fn stays(
-    since: Duration,
-    previous: usize,
-    choice: usize,
-    in_flight: usize,
-    endpoints: usize,
-) -> bool {
-    since < BURST && previous <= choice + in_flight / (2 * endpoints.max(1))
-}
-
 /// Power of two choices among the endpoints that are not ejected (all of them when every one
 /// is), `avoid` left out: the one with fewer calls in flight of two drawn at random.
 fn pick(endpoints: &[Arc<Endpoint>], avoid: Option<&Arc<Endpoint>>) -> Option<Arc<Endpoint>> {
@@ -612,21 +599,63 @@ fn addressed(target: &Target) -> Result<Addressed, SetupError> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_burst_stays_on_one_endpoint_while_its_lead_is_small() {
-        let soon = Duration::from_micros(5);
-        // At low load no lead at all: a tie stays, one call more does not.
-        assert!(stays(soon, 0, 0, 0, 2));
-        assert!(!stays(soon, 1, 0, 1, 2));
-        // Sixteen in flight over two endpoints: a lead of four, not five.
-        assert!(stays(soon, 10, 6, 16, 2));
-        assert!(!stays(soon, 11, 5, 16, 2));
-        // Eight over three endpoints (the balancing test's load): a lead of one.
-        assert!(stays(soon, 3, 2, 8, 3));
-        assert!(!stays(soon, 4, 2, 8, 3));
-        // Calls further apart than a burst are the balancer's alone.
-        assert!(!stays(BURST, 0, 0, 0, 2));
-        assert!(!stays(Duration::from_millis(1), 1, 1, 2, 2));
+    fn pool_and_endpoints(n: u16) -> (Arc<Pool>, Vec<Arc<Endpoint>>) {
+        let targets = [Target::plain("http://127.0.0.1:1")];
+        let gauges = StateGauges::default();
+        let pool = Pool::new(
+            &targets,
+            PoolSettings {
+                options: UpstreamOptions::default(),
+                max_response_bytes: 1 << 20,
+                health_services: Vec::new(),
+                gauges: gauges.clone(),
+                calls: Counter::default(),
+                resolver: Arc::new(super::super::SystemResolver),
+            },
+        )
+        .unwrap();
+        let endpoints = (1..=n)
+            .map(|port| {
+                let place = Place {
+                    target: 0,
+                    addr: ([127, 0, 0, 1], port).into(),
+                    authority: Authority::from_static("127.0.0.1:1"),
+                    tls: None,
+                };
+                Endpoint::new(place, UpstreamOptions::default(), gauges.clone(), None)
+            })
+            .collect();
+        (pool, endpoints)
+    }
+
+    #[tokio::test]
+    async fn calls_join_an_endpoints_waiting_frames_one_batch_at_most() {
+        let (pool, e) = pool_and_endpoints(2);
+        let keep = |choice: &Arc<Endpoint>, avoid: Option<&Arc<Endpoint>>| {
+            pool.keep(choice.clone(), &e, avoid)
+        };
+        // The first call is the balancer's; the next ones join its frames while they wait.
+        assert!(Arc::ptr_eq(&keep(&e[0], None), &e[0]));
+        for _ in 1..BATCH {
+            assert!(Arc::ptr_eq(&keep(&e[1], None), &e[0]));
+        }
+        // A batch is full: the balancer's choice, which starts the next one.
+        assert!(Arc::ptr_eq(&keep(&e[1], None), &e[1]));
+        assert!(Arc::ptr_eq(&keep(&e[0], None), &e[1]));
+        // Once the connection has written them, the balancer chooses again.
+        e[1].written();
+        assert!(Arc::ptr_eq(&keep(&e[0], None), &e[0]));
+        // Never onto the endpoint a retry avoids, nor onto an ejected one.
+        assert!(Arc::ptr_eq(&keep(&e[1], Some(&e[0])), &e[1]));
+        e[1].eject("test");
+        assert!(Arc::ptr_eq(&keep(&e[0], None), &e[0]));
+        // One endpoint: nothing to choose, nothing recorded.
+        let (single, one) = pool_and_endpoints(1);
+        assert!(Arc::ptr_eq(
+            &single.keep(one[0].clone(), &one, None),
+            &one[0]
+        ));
+        assert!(!one[0].has_queued());
     }
 
     #[tokio::test]
