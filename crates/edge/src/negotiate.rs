@@ -30,6 +30,25 @@ pub fn content_type(f: Format) -> &'static str {
 
 /// The format named by a Content-Type header (parameters ignored, any case).
 pub fn request_format(content_type: Option<&HeaderValue>) -> Result<Format, EdgeError> {
+    // Most clients send one of our types exactly as we spell it: found by comparing bytes,
+    // without parsing (`parsed_request_format` gives the same, a test holds them equal).
+    if let Some(value) = content_type
+        && let Some(f) = PREFERENCE
+            .into_iter()
+            .find(|f| spelled_as_one_of(value, types_of(*f)))
+    {
+        return Ok(f);
+    }
+    parsed_request_format(content_type)
+}
+
+/// Whether `value` is, byte for byte, one of `types`.
+fn spelled_as_one_of(value: &HeaderValue, types: &[&str]) -> bool {
+    types.iter().any(|t| t.as_bytes() == value.as_bytes())
+}
+
+/// [`request_format`] by the grammar alone.
+fn parsed_request_format(content_type: Option<&HeaderValue>) -> Result<Format, EdgeError> {
     let Some(value) = content_type else {
         return Err(EdgeError::UnsupportedMediaType(
             "missing Content-Type header".into(),
@@ -156,6 +175,28 @@ fn choose<T: Copy + PartialEq>(
     accept: Option<&HeaderValue>,
     strict: bool,
 ) -> Result<(T, bool), EdgeError> {
+    // An Accept of exactly one type, spelled as we spell it and offered once, picks that
+    // offer: the grammar would give it q=1 and every other offer nothing. Compared as bytes,
+    // without parsing (`parsed_choose` gives the same, a test holds them equal).
+    if let Some(value) = accept {
+        let mut spelled = offers
+            .iter()
+            .filter(|(_, types)| spelled_as_one_of(value, types));
+        if let (Some((offer, _)), None) = (spelled.next(), spelled.next()) {
+            return Ok((*offer, false));
+        }
+    }
+    parsed_choose(offers, default, fallback, accept, strict)
+}
+
+/// [`choose`] by the grammar alone.
+fn parsed_choose<T: Copy + PartialEq>(
+    offers: &[(T, &[&str])],
+    default: T,
+    fallback: T,
+    accept: Option<&HeaderValue>,
+    strict: bool,
+) -> Result<(T, bool), EdgeError> {
     let accept = accept
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
@@ -242,6 +283,57 @@ mod tests {
         let accept = accept.map(|a| HeaderValue::from_str(a).unwrap());
         let request = request_format(Some(&ct)).map_err(|e| e.to_string())?;
         response_format(request, accept.as_ref(), strict, true).map_err(|e| e.to_string())
+    }
+
+    /// Every header value the byte-compare fast paths could take, and near misses.
+    fn spellings() -> Vec<String> {
+        let mut all = Vec::new();
+        for t in [JSON, MSGPACK, PROTOBUF, NDJSON, SSE].concat() {
+            all.push(t.to_owned());
+            all.push(t.to_ascii_uppercase());
+            all.push(format!("{t}; charset=utf-8"));
+            all.push(format!("{t};q=0"));
+            all.push(format!(" {t}"));
+            all.push(format!("{t}, application/json"));
+            all.push(t[..t.len() - 1].to_owned());
+        }
+        all.extend(["*/*", "application/*", "text/plain", ""].map(str::to_owned));
+        all
+    }
+
+    #[test]
+    fn the_fast_paths_answer_as_the_grammar_does() {
+        let shown = |r: Result<(usize, bool), EdgeError>| r.map_err(|e| e.to_string());
+        let offer_sets: [&[(usize, &[&str])]; 3] = [
+            &[(0, PROTOBUF), (1, MSGPACK), (2, JSON)],
+            &[(1, MSGPACK), (2, JSON)],
+            &[
+                (0, PROTOBUF),
+                (1, MSGPACK),
+                (3, NDJSON),
+                (2, JSON),
+                (4, SSE),
+            ],
+        ];
+        for text in spellings() {
+            let value = HeaderValue::from_str(&text).unwrap();
+            assert_eq!(
+                request_format(Some(&value)).map_err(|e| e.to_string()),
+                parsed_request_format(Some(&value)).map_err(|e| e.to_string()),
+                "{text:?}"
+            );
+            for offers in offer_sets {
+                for strict in [false, true] {
+                    for default in [0, 1, 2] {
+                        assert_eq!(
+                            shown(choose(offers, default, 2, Some(&value), strict)),
+                            shown(parsed_choose(offers, default, 2, Some(&value), strict)),
+                            "{text:?} {offers:?} default {default} strict {strict}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

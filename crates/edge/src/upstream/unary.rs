@@ -525,8 +525,25 @@ fn from_http_status(status: StatusCode) -> Status {
     )
 }
 
-/// `grpc-timeout`: the most precise unit whose value fits the protocol's eight digits.
+/// `grpc-timeout`: the most precise unit whose value fits the protocol's eight digits. A
+/// first attempt sends the whole deadline, usually the configured one: the last value made
+/// is kept per thread and cloned (a reference count) while the deadline stays the same.
 fn grpc_timeout(timeout: Duration) -> HeaderValue {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(Duration, HeaderValue)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| match last {
+        Some((made_for, value)) if *made_for == timeout => value.clone(),
+        _ => {
+            let value = format_grpc_timeout(timeout);
+            *last = Some((timeout, value.clone()));
+            value
+        }
+    })
+}
+
+fn format_grpc_timeout(timeout: Duration) -> HeaderValue {
     const MAX: u128 = 99_999_999;
     let nanos = timeout.as_nanos();
     let (value, unit) = [
@@ -566,6 +583,8 @@ mod tests {
             (Duration::from_secs(u64::MAX), "99999999H"),
         ];
         for (timeout, expected) in cases {
+            assert_eq!(grpc_timeout(timeout), expected, "{timeout:?}");
+            // Again: the kept value, the same.
             assert_eq!(grpc_timeout(timeout), expected, "{timeout:?}");
         }
     }
