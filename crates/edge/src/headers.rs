@@ -77,7 +77,10 @@ pub(crate) fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -
 
 /// The client's deadline: `grpc-timeout` (gRPC's `1*8DIGIT unit`) or `X-Timeout` in seconds.
 pub(crate) fn client_timeout(headers: &HeaderMap) -> Result<Option<Duration>, EdgeError> {
-    if let Some(v) = headers.get("grpc-timeout") {
+    // Names made once: a `&str` name is parsed again on every lookup.
+    const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+    const X_TIMEOUT: HeaderName = HeaderName::from_static("x-timeout");
+    if let Some(v) = headers.get(GRPC_TIMEOUT) {
         let s = v.to_str().unwrap_or("");
         let bad = || {
             EdgeError::BadHeader(format!(
@@ -104,7 +107,7 @@ pub(crate) fn client_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Ed
         };
         return Ok(Some(d));
     }
-    if let Some(v) = headers.get("x-timeout") {
+    if let Some(v) = headers.get(X_TIMEOUT) {
         let s = v.to_str().unwrap_or("").trim();
         let secs: f64 = s
             .parse()

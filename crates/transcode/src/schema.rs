@@ -35,11 +35,14 @@ pub struct Method {
     pub descriptor: prost_reflect::MethodDescriptor,
 }
 
+type MethodMap = HashMap<Box<str>, Method, foldhash::fast::RandomState>;
+
 /// A loaded schema. Cheap to clone; immutable once built.
 #[derive(Clone)]
 pub struct Schema {
     pool: DescriptorPool,
-    methods: Arc<HashMap<Box<str>, Method>>,
+    /// By path; a fast hasher: the keys come from the schema, a lookup per request.
+    methods: Arc<MethodMap>,
     /// The direct transcoder's per-message plans.
     plans: Arc<crate::direct::plan::Plans>,
 }
@@ -168,7 +171,7 @@ impl Schema {
     pub fn from_pool(mut pool: DescriptorPool) -> Result<Schema, SchemaError> {
         add_google_rpc(&mut pool);
         check_well_known_types(&pool)?;
-        let mut methods = HashMap::new();
+        let mut methods = MethodMap::default();
         for service in pool.services() {
             add_service_methods(&service, &mut methods);
         }
@@ -489,7 +492,7 @@ impl protox::file::FileResolver for BundledResolver {
     }
 }
 
-fn add_service_methods(service: &ServiceDescriptor, out: &mut HashMap<Box<str>, Method>) {
+fn add_service_methods(service: &ServiceDescriptor, out: &mut MethodMap) {
     for m in service.methods() {
         let full_name: Arc<str> = format!("{}/{}", service.full_name(), m.name()).into();
         let path: Arc<str> = format!("/{full_name}").into();

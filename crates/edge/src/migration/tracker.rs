@@ -375,7 +375,8 @@ pub struct Tracker {
 }
 
 /// The tracked methods by name (names from the schema).
-type Methods = HashMap<Arc<str>, MethodSlot>;
+// Keyed by the schema's method names (a client's unknown path never gets here): a fast hasher.
+type Methods = HashMap<Arc<str>, MethodSlot, foldhash::fast::RandomState>;
 
 struct MethodSlot {
     /// Rows this method holds, readable without its lock (to find a donor).

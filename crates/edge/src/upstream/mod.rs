@@ -89,7 +89,7 @@ impl Encoder for StreamCodec {
 #[derive(Clone, Debug)]
 pub struct Upstreams {
     default: Option<Route>,
-    by_service: HashMap<String, Route>,
+    by_service: HashMap<String, Route, foldhash::fast::RandomState>,
     max_response_bytes: usize,
     /// `protogate_upstream_endpoints{upstream,state}` and
     /// `protogate_upstream_requests_total{upstream}`, registered by the edge's metrics.
