@@ -9,7 +9,6 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_core::Stream;
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::BodyExt;
 
 /// A response body: one buffer (with its exact length), or a stream of frames (data, then
 /// trailers) pulled only as fast as the client reads.
@@ -211,12 +210,12 @@ where
     let mut first: Option<Bytes> = None;
     let mut rest: Option<BytesMut> = None;
     let mut total = 0usize;
-    loop {
-        let frame = match tokio::time::timeout(timeout, body.frame()).await {
-            Err(_) => return Err(EdgeError::BodyTimeout),
-            Ok(None) => break,
-            Ok(Some(Err(e))) => return Err(read_error(&e)),
-            Ok(Some(Ok(frame))) => frame,
+    while !body.is_end_stream() {
+        let frame = match next_frame(&mut body, timeout).await {
+            None => return Err(EdgeError::BodyTimeout),
+            Some(None) => break,
+            Some(Some(Err(e))) => return Err(read_error(&e)),
+            Some(Some(Ok(frame))) => frame,
         };
         let Ok(data) = frame.into_data() else {
             continue;
@@ -249,6 +248,30 @@ where
         (Some(f), None) => f,
         (None, None) => Bytes::new(),
     })
+}
+
+/// The body's next frame (`Some(None)` at its end), or None when none came within
+/// `timeout`. The timer is armed only once the frame is not there: a small request's body is
+/// usually in hand when it is first asked for, and a timer per request costs more than the
+/// rest of reading it (`make bench-ir`, BENCHMARKS.md session 10).
+async fn next_frame<B: Body + Unpin>(
+    body: &mut B,
+    timeout: Duration,
+) -> Option<Option<Result<Frame<B::Data>, B::Error>>> {
+    let mut timer = std::pin::pin!(None::<tokio::time::Sleep>);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(frame) = Pin::new(&mut *body).poll_frame(cx) {
+            return Poll::Ready(Some(frame));
+        }
+        if timer.is_none() {
+            timer.set(Some(tokio::time::sleep(timeout)));
+        }
+        match timer.as_mut().as_pin_mut() {
+            Some(timer) => timer.poll(cx).map(|()| None),
+            None => Poll::Pending,
+        }
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -368,6 +391,62 @@ mod tests {
         )
         .await;
         assert!(matches!(big, Err(EdgeError::PayloadTooLarge { .. })));
+    }
+
+    #[test]
+    fn a_body_in_hand_is_read_without_a_timer() {
+        // No runtime here: arming a timer would panic.
+        let mut ticket = ticket();
+        let read = read_limited(
+            chunks(3, 100, false),
+            1000,
+            Duration::from_secs(1),
+            &mut ticket,
+        );
+        let body = futures_util::FutureExt::now_or_never(read).expect("read at once");
+        assert_eq!(body.unwrap().len(), 300);
+    }
+
+    /// A body whose one chunk comes from a channel, when it is sent.
+    struct Late(Option<tokio::sync::oneshot::Receiver<Bytes>>);
+
+    impl Body for Late {
+        type Data = Bytes;
+        type Error = tokio::sync::oneshot::error::RecvError;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            let Some(rx) = &mut self.0 else {
+                return Poll::Ready(None);
+            };
+            let chunk = std::task::ready!(Pin::new(rx).poll(cx));
+            self.0 = None;
+            Poll::Ready(Some(chunk.map(Frame::data)))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_chunk_that_comes_late_is_waited_for_until_the_timeout() {
+        for (after, timeout, arrives) in [(5, 10, true), (5, 1, false)] {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(after)).await;
+                let _ = tx.send(Bytes::from_static(b"late"));
+            });
+            let r = read_limited(
+                Late(Some(rx)),
+                1000,
+                Duration::from_secs(timeout),
+                &mut ticket(),
+            )
+            .await;
+            match r {
+                Ok(body) => assert!(arrives && &body[..] == b"late"),
+                Err(e) => assert!(!arrives && matches!(e, EdgeError::BodyTimeout), "{e:?}"),
+            }
+        }
     }
 
     #[tokio::test(start_paused = true)]

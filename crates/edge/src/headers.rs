@@ -139,7 +139,7 @@ pub(crate) fn upstream_metadata(
     }
     for (name, value) in headers {
         let n = name.as_str();
-        if n == X_REQUEST_ID {
+        if *name == X_REQUEST_ID {
             out.append(name.clone(), unindexed(value));
         } else if matches!(n, "authorization" | "traceparent" | "tracestate") {
             out.append(name.clone(), value.clone());
@@ -169,7 +169,7 @@ pub(crate) fn upstream_metadata(
     Ok(out)
 }
 
-pub(crate) const X_REQUEST_ID: &str = "x-request-id";
+pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// A request id for a request that came without one: 32 hex digits, unique per process (a
 /// counter) and unlikely to repeat across processes (hashed with the thread's random keys).
@@ -200,8 +200,12 @@ pub(crate) fn new_request_id() -> HeaderValue {
         text[2 * i] = HEX[usize::from(byte >> 4)];
         text[2 * i + 1] = HEX[usize::from(byte & 15)];
     }
-    // Hex digits are always a valid header value.
-    unindexed(&HeaderValue::from_bytes(&text).unwrap_or(HeaderValue::from_static("0")))
+    // Hex digits are always a valid header value. Made from an owner (one allocation; the
+    // copies sent upstream and back share it), never indexed (see `unindexed`).
+    let mut id = HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(text))
+        .unwrap_or(HeaderValue::from_static("0"));
+    id.set_sensitive(true);
+    id
 }
 
 /// A request id as HPACK should send it: never indexed. A value that differs on every request
@@ -258,6 +262,20 @@ pub(crate) fn put_status_headers(headers: &mut HeaderMap, code: Code, message: &
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn made_request_ids_are_hex_unique_and_never_indexed() {
+        let ids: std::collections::HashSet<HeaderValue> = (0..1000)
+            .map(|_| {
+                let id = new_request_id();
+                assert!(id.is_sensitive());
+                let text = id.to_str().unwrap();
+                assert!(text.len() == 32 && text.bytes().all(|b| b.is_ascii_hexdigit()));
+                id
+            })
+            .collect();
+        assert_eq!(ids.len(), 1000);
+    }
 
     #[test]
     fn timeouts() {
