@@ -59,13 +59,28 @@ pub struct ShedLabels {
 
 type HistogramFamily = Family<MethodLabels, Histogram, fn() -> Histogram>;
 
+/// A method's series of `protogate_request_duration_seconds` and
+/// `protogate_upstream_request_duration_seconds` (handles shared with the families), each
+/// made in its family when first observed.
+#[derive(Default)]
+struct MethodHistograms {
+    request: std::sync::OnceLock<Histogram>,
+    upstream: std::sync::OnceLock<Histogram>,
+}
+
 /// Every metric the edge keeps. Built before serving; shared read-only (the metrics use
 /// atomics inside).
 pub struct Metrics {
     registry: Registry,
     pub requests: Family<RequestLabels, Counter>,
-    pub request_duration: HistogramFamily,
-    pub upstream_duration: HistogramFamily,
+    request_duration: HistogramFamily,
+    upstream_duration: HistogramFamily,
+    /// Both families' histograms of each method seen, found with one lookup by a fast hasher
+    /// (the keys are the schema's method names and `unknown`): two `get_or_create`s hashed
+    /// the label set with SipHash under the families' locks every request.
+    by_method: std::sync::RwLock<
+        std::collections::HashMap<Arc<str>, MethodHistograms, foldhash::fast::RandomState>,
+    >,
     pub downgrades: Family<DowngradeLabels, Counter>,
     pub in_flight: Gauge,
     pub shed: Family<ShedLabels, Counter>,
@@ -92,6 +107,15 @@ pub struct SchemaLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
+}
+
+/// `method`'s histogram in `family` (made there if new).
+fn family_member(family: &HistogramFamily, method: &MethodName) -> Histogram {
+    family
+        .get_or_create(&MethodLabels {
+            method: method.clone(),
+        })
+        .clone()
 }
 
 fn latency_histogram() -> Histogram {
@@ -185,9 +209,45 @@ impl Metrics {
             requests,
             request_duration,
             upstream_duration,
+            by_method: Default::default(),
             downgrades,
             in_flight,
         }
+    }
+
+    /// Observes a request's duration (head to response) for `method`.
+    pub fn observe_request_duration(&self, method: &MethodName, seconds: f64) {
+        self.with_method(method, |h| {
+            h.request
+                .get_or_init(|| family_member(&self.request_duration, method))
+                .observe(seconds)
+        });
+    }
+
+    /// Observes an upstream call's duration for `method`.
+    pub fn observe_upstream_duration(&self, method: &MethodName, seconds: f64) {
+        self.with_method(method, |h| {
+            h.upstream
+                .get_or_init(|| family_member(&self.upstream_duration, method))
+                .observe(seconds)
+        });
+    }
+
+    fn with_method(&self, method: &MethodName, f: impl FnOnce(&MethodHistograms)) {
+        use std::sync::PoisonError;
+        if let Some(h) = self
+            .by_method
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&*method.0)
+        {
+            return f(h);
+        }
+        let mut by_method = self
+            .by_method
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        f(by_method.entry(method.0.clone()).or_default());
     }
 
     /// The upstreams' families: endpoints by state, calls sent.
@@ -221,3 +281,35 @@ impl Metrics {
 
 /// The Content-Type of [`Metrics::render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line<'a>(text: &'a str, start: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(start))
+    }
+
+    #[test]
+    fn a_methods_histograms_are_its_families_series_made_when_first_observed() {
+        let metrics = Metrics::new();
+        let echo = MethodName(Arc::from("bench.v1.BenchService/EchoOrder"));
+        metrics.observe_request_duration(&echo, 0.001);
+        // Another Arc of the same name is the same series.
+        let again = MethodName(Arc::from("bench.v1.BenchService/EchoOrder"));
+        metrics.observe_request_duration(&again, 0.002);
+        let text = metrics.render();
+        let count =
+            r#"protogate_request_duration_seconds_count{method="bench.v1.BenchService/EchoOrder"}"#;
+        assert_eq!(line(&text, count), Some(&*format!("{count} 2")), "{text}");
+        // Never observed: no upstream series yet.
+        assert!(
+            !text.contains("protogate_upstream_request_duration_seconds_count{"),
+            "{text}"
+        );
+        metrics.observe_upstream_duration(&echo, 0.0005);
+        let text = metrics.render();
+        let count = r#"protogate_upstream_request_duration_seconds_count{method="bench.v1.BenchService/EchoOrder"}"#;
+        assert_eq!(line(&text, count), Some(&*format!("{count} 1")), "{text}");
+    }
+}

@@ -38,12 +38,10 @@ impl Edge {
             None => Some(call.await),
         };
         let latency = this.started.elapsed();
-        self.metrics
-            .upstream_duration
-            .get_or_create(&MethodLabels {
-                method: MethodName(method.full_name.clone()),
-            })
-            .observe(latency.as_secs_f64());
+        self.metrics.observe_upstream_duration(
+            &MethodName(method.full_name.clone()),
+            latency.as_secs_f64(),
+        );
         let outcome = match answer {
             None => Err(EdgeError::DeadlineExceeded),
             Some(Ok(answer)) => Ok((answer, this)),

@@ -22,7 +22,7 @@ use crate::body::{BodyEnd, read_limited};
 use crate::coding::decode::{Decoded, request_coding};
 use crate::downgrade::{Client, Downgrade, DowngradeLog, Reason};
 use crate::error::{Code, EdgeError, SetupError};
-use crate::metrics::{DowngradeLabels, MethodLabels, MethodName, Metrics, RequestLabels};
+use crate::metrics::{DowngradeLabels, MethodName, Metrics, RequestLabels};
 use crate::migration::{
     ClientId, Conversion, DeprecationHeaders, Direction, DowngradeSet, Finished, JsonDecision,
     SunsetPolicy, Tracker, Verdict,

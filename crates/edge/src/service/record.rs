@@ -23,9 +23,7 @@ impl Edge {
             .inc();
         let elapsed = o.start.elapsed();
         self.metrics
-            .request_duration
-            .get_or_create(&MethodLabels { method: label })
-            .observe(elapsed.as_secs_f64());
+            .observe_request_duration(&label, elapsed.as_secs_f64());
         tracing::debug!(
             method = o.method.as_deref().unwrap_or("unknown"),
             request_format = o.request_format,
