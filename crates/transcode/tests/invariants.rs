@@ -107,6 +107,40 @@ fn edge_sources_read_no_flags_env_or_files() {
     );
 }
 
+/// foldhash is not built to resist chosen keys: only files whose maps are keyed by schema or
+/// configuration names may use it; maps a client fills keep std's SipHash. A new use is a
+/// decision: name the file here with what its map is keyed by.
+#[test]
+fn only_maps_of_schema_or_configuration_names_use_the_fast_hasher() {
+    const ALLOWED: &[&str] = &[
+        // The histograms by the schema's method names.
+        "crates/edge/src/metrics.rs",
+        // The tracker's methods (its client table keeps SipHash).
+        "crates/edge/src/migration/tracker.rs",
+        // The upstreams by configured service name.
+        "crates/edge/src/upstream/mod.rs",
+        // The schema's methods by path.
+        "crates/transcode/src/schema.rs",
+    ];
+    const FAST_HASHER: Banned = Banned {
+        modules: &[],
+        names: &["foldhash"],
+        macros: &[],
+    };
+    let mut found = check_sources(&crate_src("edge"), &FAST_HASHER);
+    found.extend(check_sources(&crate_src("transcode"), &FAST_HASHER));
+    // The check sees the uses there are.
+    assert!(found.len() >= ALLOWED.len(), "{found:?}");
+    let elsewhere: Vec<&String> = found
+        .iter()
+        .filter(|f| !ALLOWED.iter().any(|a| f.starts_with(&format!("{a}:"))))
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "foldhash used outside the maps of schema or configuration names: {elsewhere:?}"
+    );
+}
+
 /// The check itself sees what it must and nothing else (a checker that finds nothing would
 /// pass every source).
 #[test]
