@@ -59,27 +59,43 @@ pub struct ShedLabels {
 
 type HistogramFamily = Family<MethodLabels, Histogram, fn() -> Histogram>;
 
-/// A method's series of `protogate_request_duration_seconds` and
-/// `protogate_upstream_request_duration_seconds` (handles shared with the families), each
-/// made in its family when first observed.
+/// A method's series of `protogate_request_duration_seconds`,
+/// `protogate_upstream_request_duration_seconds` and `protogate_requests_total` (handles
+/// shared with the families), each made in its family when first observed.
 #[derive(Default)]
-struct MethodHistograms {
+struct MethodSeries {
     request: std::sync::OnceLock<Histogram>,
     upstream: std::sync::OnceLock<Histogram>,
+    /// The method's `protogate_requests_total` series seen so far (at most
+    /// [`COUNTERS_PER_METHOD`]; past them, the family is asked each time).
+    counters: std::sync::Mutex<Vec<(CounterKey, Counter)>>,
 }
+
+/// A request series' labels besides the method.
+#[derive(PartialEq)]
+struct CounterKey {
+    request_format: &'static str,
+    response_format: &'static str,
+    code: u16,
+    grpc_code: &'static str,
+}
+
+/// The request series kept per method: formats × the statuses a method usually answers with.
+const COUNTERS_PER_METHOD: usize = 32;
 
 /// Every metric the edge keeps. Built before serving; shared read-only (the metrics use
 /// atomics inside).
 pub struct Metrics {
     registry: Registry,
-    pub requests: Family<RequestLabels, Counter>,
+    requests: Family<RequestLabels, Counter>,
     request_duration: HistogramFamily,
     upstream_duration: HistogramFamily,
-    /// Both families' histograms of each method seen, found with one lookup by a fast hasher
-    /// (the keys are the schema's method names and `unknown`): two `get_or_create`s hashed
-    /// the label set with SipHash under the families' locks every request.
+    /// The series of each method seen (its histograms and request counters), found with one
+    /// lookup by a fast hasher (the keys are the schema's method names and `unknown`): three
+    /// `get_or_create`s hashed their label sets with SipHash under the families' locks every
+    /// request.
     by_method: std::sync::RwLock<
-        std::collections::HashMap<Arc<str>, MethodHistograms, foldhash::fast::RandomState>,
+        std::collections::HashMap<Arc<str>, MethodSeries, foldhash::fast::RandomState>,
     >,
     pub downgrades: Family<DowngradeLabels, Counter>,
     pub in_flight: Gauge,
@@ -215,6 +231,31 @@ impl Metrics {
         }
     }
 
+    /// Counts an answered request in `protogate_requests_total`.
+    pub fn count_request(&self, labels: &RequestLabels) {
+        let key = CounterKey {
+            request_format: labels.request_format,
+            response_format: labels.response_format,
+            code: labels.code,
+            grpc_code: labels.grpc_code,
+        };
+        self.with_method(&labels.method, |h| {
+            let mut counters = h
+                .counters
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((_, counter)) = counters.iter().find(|(k, _)| *k == key) {
+                counter.inc();
+                return;
+            }
+            let counter = self.requests.get_or_create(labels).clone();
+            counter.inc();
+            if counters.len() < COUNTERS_PER_METHOD {
+                counters.push((key, counter));
+            }
+        });
+    }
+
     /// Observes a request's duration (head to response) for `method`.
     pub fn observe_request_duration(&self, method: &MethodName, seconds: f64) {
         self.with_method(method, |h| {
@@ -233,7 +274,7 @@ impl Metrics {
         });
     }
 
-    fn with_method(&self, method: &MethodName, f: impl FnOnce(&MethodHistograms)) {
+    fn with_method(&self, method: &MethodName, f: impl FnOnce(&MethodSeries)) {
         use std::sync::PoisonError;
         if let Some(h) = self
             .by_method
@@ -311,5 +352,39 @@ mod tests {
         let text = metrics.render();
         let count = r#"protogate_upstream_request_duration_seconds_count{method="bench.v1.BenchService/EchoOrder"}"#;
         assert_eq!(line(&text, count), Some(&*format!("{count} 1")), "{text}");
+    }
+
+    #[test]
+    fn request_counters_are_the_familys_series_kept_or_not() {
+        let metrics = Metrics::new();
+        let echo = MethodName(Arc::from("pkg.S/M"));
+        let labels = |code: u16| RequestLabels {
+            method: echo.clone(),
+            request_format: "json",
+            response_format: "protobuf",
+            code,
+            grpc_code: "OK",
+        };
+        // More distinct series than a method keeps: those past the kept ones are counted
+        // through the family, every one exactly.
+        let codes: Vec<u16> = (0..COUNTERS_PER_METHOD as u16 + 8)
+            .map(|i| 200 + i)
+            .collect();
+        for round in 1..=3 {
+            for &code in &codes {
+                metrics.count_request(&labels(code));
+            }
+            let text = metrics.render();
+            for &code in &codes {
+                let series = format!(
+                    r#"protogate_requests_total{{method="pkg.S/M",request_format="json",response_format="protobuf",code="{code}",grpc_code="OK"}}"#
+                );
+                assert_eq!(
+                    line(&text, &series),
+                    Some(&*format!("{series} {round}")),
+                    "{text}"
+                );
+            }
+        }
     }
 }

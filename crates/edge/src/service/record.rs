@@ -11,16 +11,13 @@ impl Edge {
                 .clone()
                 .unwrap_or_else(|| self.unknown_method.clone()),
         );
-        self.metrics
-            .requests
-            .get_or_create(&RequestLabels {
-                method: label.clone(),
-                request_format: o.request_format,
-                response_format: o.response_format,
-                code: o.status.as_u16(),
-                grpc_code: o.grpc_code.name(),
-            })
-            .inc();
+        self.metrics.count_request(&RequestLabels {
+            method: label.clone(),
+            request_format: o.request_format,
+            response_format: o.response_format,
+            code: o.status.as_u16(),
+            grpc_code: o.grpc_code.name(),
+        });
         let elapsed = o.start.elapsed();
         self.metrics
             .observe_request_duration(&label, elapsed.as_secs_f64());
