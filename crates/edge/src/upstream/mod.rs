@@ -565,8 +565,28 @@ pub(crate) fn decode_binary_header(value: &[u8]) -> Option<Vec<u8>> {
     BINARY_HEADER.decode(value).ok()
 }
 
+/// A method's `:path`, made once per thread and method and cloned after (parsing and copying
+/// it on every call cost ≈ 560 instructions, BENCHMARKS.md session 10). The paths are the
+/// schema's methods', so the map is as bounded as the schema; it starts over past
+/// `MAX_MADE_PATHS`, should reloads keep adding methods.
 fn method_path(path: &str) -> Result<PathAndQuery, Status> {
-    PathAndQuery::try_from(path).map_err(|e| Status::internal(format!("bad method path: {e}")))
+    const MAX_MADE_PATHS: usize = 4096;
+    type Made = HashMap<Box<str>, PathAndQuery, foldhash::fast::RandomState>;
+    thread_local! {
+        static MADE: std::cell::RefCell<Made> = std::cell::RefCell::default();
+    }
+    MADE.with_borrow_mut(|made| {
+        if let Some(made) = made.get(path) {
+            return Ok(made.clone());
+        }
+        let parsed = PathAndQuery::try_from(path)
+            .map_err(|e| Status::internal(format!("bad method path: {e}")))?;
+        if made.len() >= MAX_MADE_PATHS {
+            made.clear();
+        }
+        made.insert(path.into(), parsed.clone());
+        Ok(parsed)
+    })
 }
 
 /// A tonic request: the metadata as tonic keeps it (the one conversion, at tonic's boundary).
@@ -577,4 +597,20 @@ fn request<T>(message: T, metadata: HeaderMap, timeout: Option<Duration>) -> ton
         request.set_timeout(timeout);
     }
     request
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_method_path_is_made_once_and_a_bad_one_never_kept() {
+        for _ in 0..2 {
+            let path = method_path("/pkg.Svc/Method").unwrap();
+            assert_eq!(path.as_str(), "/pkg.Svc/Method");
+            let other = method_path("/pkg.Svc/Other").unwrap();
+            assert_eq!(other.as_str(), "/pkg.Svc/Other");
+            assert!(method_path("/pkg.Svc/M\u{7f}").is_err());
+        }
+    }
 }
