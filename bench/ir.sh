@@ -122,9 +122,15 @@ for fmt in $FORMATS; do
     # other CPU), counted by the kernel's tracepoint while the counted requests run.
     gateway taskset -c 1
     load "$fmt" "$client" "$WARMUP" "$GW_URL"
-    perf stat -x, -e raw_syscalls:sys_enter -p "$GW_PID" -o "$OUT/perf.txt" &
+    # perf attaches with its counter off and turns it on when told; its acknowledgement says
+    # it counts from then on (no guess of how long attaching takes).
+    rm -f "$OUT/perf.ctl" "$OUT/perf.ack"
+    mkfifo "$OUT/perf.ctl" "$OUT/perf.ack"
+    perf stat -x, -e raw_syscalls:sys_enter -p "$GW_PID" -o "$OUT/perf.txt" \
+      -D -1 --control "fifo:$OUT/perf.ctl,$OUT/perf.ack" 2> "$OUT/perf.log" &
     PERF_PID=$!
-    sleep 0.5 # perf attaching; the idle gateway makes next to no system calls meanwhile
+    timeout 30 bash -c 'echo enable > "$1"; read -r answer < "$2"; [[ $answer == ack* ]]' _ \
+      "$OUT/perf.ctl" "$OUT/perf.ack" || die "perf did not start counting within 30 s"
     load "$fmt" "$client" "$CALL_REQUESTS" "$GW_URL"
     kill -INT $PERF_PID; wait $PERF_PID 2>/dev/null || true
     stop
