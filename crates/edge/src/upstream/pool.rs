@@ -8,7 +8,7 @@
 //! collects outstanding calls and is picked less. Ejected endpoints are left out while any
 //! other is healthy; when none is, every endpoint is a candidate again (a call that might
 //! work beats one refused outright, as Envoy's panic threshold does). Calls that arrive
-//! together stay together ([`Pool::keep`]) within a lead that grows with the load.
+//! together share one endpoint's writes, a batch at a time ([`Pool::keep`]).
 
 use std::cell::Cell;
 use std::net::{IpAddr, SocketAddr};
@@ -599,21 +599,28 @@ fn addressed(target: &Target) -> Result<Addressed, SetupError> {
 mod tests {
     use super::*;
 
-    fn pool_and_endpoints(n: u16) -> (Arc<Pool>, Vec<Arc<Endpoint>>) {
-        let targets = [Target::plain("http://127.0.0.1:1")];
-        let gauges = StateGauges::default();
-        let pool = Pool::new(
-            &targets,
+    fn targets() -> [Target; 1] {
+        [Target::plain("http://127.0.0.1:1")]
+    }
+
+    /// A pool of [`targets`] with `options`.
+    fn pool(options: UpstreamOptions) -> Arc<Pool> {
+        Pool::new(
+            &targets(),
             PoolSettings {
-                options: UpstreamOptions::default(),
+                options,
                 max_response_bytes: 1 << 20,
                 health_services: Vec::new(),
-                gauges: gauges.clone(),
+                gauges: StateGauges::default(),
                 calls: Counter::default(),
                 resolver: Arc::new(super::super::SystemResolver),
             },
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// A pool and `n` endpoints of its own making (127.0.0.1, ports 1..=n).
+    fn pool_and_endpoints(n: u16) -> (Arc<Pool>, Vec<Arc<Endpoint>>) {
         let endpoints = (1..=n)
             .map(|port| {
                 let place = Place {
@@ -622,10 +629,10 @@ mod tests {
                     authority: Authority::from_static("127.0.0.1:1"),
                     tls: None,
                 };
-                Endpoint::new(place, UpstreamOptions::default(), gauges.clone(), None)
+                Endpoint::new(place, UpstreamOptions::default(), Default::default(), None)
             })
             .collect();
-        (pool, endpoints)
+        (pool(UpstreamOptions::default()), endpoints)
     }
 
     #[tokio::test]
@@ -660,30 +667,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_pool_is_what_its_settings_build_even_below_the_shortest_interval() {
-        let targets = [Target::plain("http://127.0.0.1:1")];
         let options = UpstreamOptions {
             dns_refresh: Duration::ZERO,
             health_interval: Duration::from_millis(1),
             ..UpstreamOptions::default()
         };
-        let pool = Pool::new(
-            &targets,
-            PoolSettings {
-                options,
-                max_response_bytes: 1 << 20,
-                health_services: Vec::new(),
-                gauges: StateGauges {
-                    healthy: Default::default(),
-                    ejected: Default::default(),
-                },
-                calls: Counter::default(),
-                resolver: Arc::new(super::super::SystemResolver),
-            },
-        )
-        .unwrap();
+        let pool = pool(options);
         // A reload with the same settings keeps the pool, though it runs them raised.
-        assert!(pool.is_configured(&targets, &[], options, 1 << 20));
-        assert!(!pool.is_configured(&targets, &[], options, 1 << 21));
+        assert!(pool.is_configured(&targets(), &[], options, 1 << 20));
+        assert!(!pool.is_configured(&targets(), &[], options, 1 << 21));
     }
 
     #[test]
