@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 ORACLE_REQ := tests/oracle/requirements.txt
 DEPLOY_REQ := tests/deploy/requirements.txt
 
-.PHONY: demo test build lint bench bench-codecs bench-e2e bench-ir bench-burst soak oracle-env grpcgw deploy-env deploy-check clean
+.PHONY: demo test build lint bench bench-ratios bench-codecs bench-e2e bench-ir bench-burst soak oracle-env grpcgw deploy-env deploy-check clean
 
 demo:
 	$(CARGO) run --release -p protogate -- demo
@@ -61,6 +61,12 @@ bench:
 	python3 bench/gen_bodies.py target/bench-bodies
 	$(CARGO) bench -p protogate-transcode --bench transcode
 	$(CARGO) bench -p protogate-transcode --bench allocs
+
+# The four directions as shares of the floor, timed interleaved with it (ratios that repeat on
+# a machine whose speed drifts): crates/transcode/examples/ratios.rs.
+bench-ratios:
+	python3 bench/gen_bodies.py target/bench-bodies
+	$(CARGO) run --release -q -p protogate-transcode --example ratios
 
 # Python's codecs on the same workloads (issue 19 §5): orjson, msgpack and protobuf from and to
 # Python objects, MB/s per JSON byte, to set beside `make bench`'s transcoder figures.
