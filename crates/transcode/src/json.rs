@@ -300,7 +300,7 @@ pub(crate) fn json_special(b: &[u8]) -> usize {
 
 /// [`json_special`], also stopping at the first byte ≥ 0x80 when `high` (the first non-ASCII
 /// byte, where UTF-8 validation has to start).
-#[inline]
+#[inline(always)]
 fn special_or_high(b: &[u8], high: bool) -> usize {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;

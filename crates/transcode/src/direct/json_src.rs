@@ -2,10 +2,11 @@
 //! what serde_json (the reference's parser) accepts and yields the same numbers.
 
 use super::Bail;
-use super::plan::MsgPlan;
+use super::encode::{plain_integer, put_int_field, put_plain, put_str_field, put_tag_bytes};
+use super::plan::{FieldPlan, MsgPlan};
 use super::source::{R, Source};
 use crate::json::json_special;
-use crate::scalar::Lit;
+use crate::scalar::{Lit, Op};
 
 pub(crate) struct JsonSrc<'a> {
     /// The input, validated as UTF-8 once; strings are slices of it.
@@ -19,7 +20,7 @@ pub(crate) struct JsonSrc<'a> {
 impl<'a> JsonSrc<'a> {
     pub(crate) fn new(input: &'a [u8]) -> R<JsonSrc<'a>> {
         // Valid UTF-8 once for the whole text: every string slice is then a valid &str.
-        let text = std::str::from_utf8(input).map_err(|_| Bail)?;
+        let text = simdutf8::basic::from_utf8(input).map_err(|_| Bail)?;
         let mut s = JsonSrc {
             text,
             input,
@@ -78,15 +79,15 @@ impl<'a> JsonSrc<'a> {
     /// The next 16 bytes of input as two little-endian words, zero-padded past the end.
     #[inline]
     fn window(&self) -> [u64; 2] {
-        let mut w = [0u8; 16];
-        match self.input.get(self.pos..self.pos + 16) {
-            Some(b) => w.copy_from_slice(b),
+        let rest = &self.input[self.pos..];
+        match rest.first_chunk::<16>() {
+            Some(w) => super::plan::words16(w),
             None => {
-                let rest = &self.input[self.pos..];
+                let mut w = [0u8; 16];
                 w[..rest.len()].copy_from_slice(rest);
+                super::plan::words16(&w)
             }
         }
-        super::plan::words16(&w)
     }
 
     /// After a key or element: the separator or the end of the container.
@@ -379,18 +380,94 @@ impl<'a> Source<'a> for JsonSrc<'a> {
             return Ok(None);
         }
         // Compact JSON whose keys come in declaration order: the expected `"key":` is
-        // recognised with two word compares, no scan and no lookup.
-        if let Some(f) = plan.fields.get(hint)
-            && f.json_key_words.matches(self.window())
+        // recognised with two word compares, no scan and no lookup; so is the one after it
+        // (proto3 JSON leaves default values out, so a field is often skipped).
+        let window = self.window();
+        let f = if plan
+            .fields
+            .get(hint)
+            .is_some_and(|f| f.json_key_words.matches(window))
         {
-            self.pos += f.json_key_words.len;
-            if matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
-                self.ws();
-            }
-            return Ok(Some(hint));
+            hint
+        } else if plan
+            .fields
+            .get(hint + 1)
+            .is_some_and(|f| f.json_key_words.matches(window))
+        {
+            hint + 1
+        } else {
+            let key = self.key()?;
+            return plan.by_key(key, hint).map(Some).ok_or(Bail);
+        };
+        self.pos += plan.fields[f].json_key_words.len;
+        if matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+            self.ws();
         }
-        let key = self.key()?;
-        plan.by_key(key, hint).map(Some).ok_or(Bail)
+        Ok(Some(f))
+    }
+
+    /// Strings without escapes, integers (numbers, or strings of ≤ 18 digits), the numbers
+    /// [`JsonSrc::short_number`] reads, booleans.
+    #[inline(always)]
+    fn plain_field(&mut self, field: &FieldPlan, always: bool, out: &mut Vec<u8>) -> R<bool> {
+        let at = self.pos;
+        let Some(&c) = self.input.get(at) else {
+            return Ok(false);
+        };
+        let lit = match (field.op, c) {
+            (Op::Str, b'"') => {
+                let rest = &self.input[at + 1..];
+                let len = json_special(rest);
+                if rest.get(len) != Some(&b'"') {
+                    return Ok(false);
+                }
+                self.pos = at + len + 2;
+                if always || len != 0 {
+                    put_str_field(out, &field.tag, rest, len);
+                }
+                return Ok(true);
+            }
+            (Op::Bool, b't' | b'f') => {
+                let b = c == b't';
+                let word: &[u8] = if b { b"true" } else { b"false" };
+                if !self.input[at..].starts_with(word) {
+                    return Ok(false);
+                }
+                self.pos = at + word.len();
+                if always || b {
+                    put_tag_bytes(out, &field.tag);
+                    out.push(u8::from(b));
+                }
+                return Ok(true);
+            }
+            (Op::Str | Op::Bool | Op::Bytes | Op::Enum | Op::Message, _) => return Ok(false),
+            (Op::Double | Op::Float, b'"') => return Ok(false),
+            (_, b'"') => {
+                // An integer field's value as a string of digits.
+                let rest = &self.input[at + 1..];
+                let len = json_special(rest);
+                if rest.get(len) != Some(&b'"') {
+                    return Ok(false);
+                }
+                let Some(v) = plain_integer(&rest[..len]) else {
+                    return Ok(false);
+                };
+                put_int_field(out, &field.tag, field.op, v, always)?;
+                self.pos = at + len + 2;
+                return Ok(true);
+            }
+            (_, b'-' | b'0'..=b'9') => match self.short_number() {
+                Some(lit) => lit,
+                None => return Ok(false),
+            },
+            _ => return Ok(false),
+        };
+        if put_plain(out, &field.tag, field.op, &lit, always)? {
+            Ok(true)
+        } else {
+            self.pos = at;
+            Ok(false)
+        }
     }
 
     fn array(&mut self) -> R<bool> {

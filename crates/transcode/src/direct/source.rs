@@ -2,7 +2,7 @@
 //! raw bytes of one value (handed to the reference path for well-known types).
 
 use super::Bail;
-use super::plan::MsgPlan;
+use super::plan::{FieldPlan, MsgPlan};
 use crate::scalar::Lit;
 
 pub(crate) type R<T> = Result<T, Bail>;
@@ -28,6 +28,14 @@ pub(crate) trait Source<'a> {
             Some(key) => plan.by_key(key, hint).map(Some).ok_or(Bail),
             None => Ok(None),
         }
+    }
+    /// The next value written as scalar field `field` (tag and value; an implicit-presence
+    /// default not at all unless `always`) if it has one of the common shapes the source
+    /// reads straight into wire bytes; `Ok(false)`, nothing consumed or written, for any
+    /// other, which the caller converts the general way ([`Source::scalar`]).
+    #[inline]
+    fn plain_field(&mut self, _field: &FieldPlan, _always: bool, _out: &mut Vec<u8>) -> R<bool> {
+        Ok(false)
     }
     /// Enters an array.
     fn array(&mut self) -> R<Self::Open>;

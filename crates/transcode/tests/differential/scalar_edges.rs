@@ -10,7 +10,7 @@ use crate::harness::{Outcome, diff};
 /// fractions at the exact-division bound, strings, booleans, base64, enum names and numbers)
 /// in every scalar field kind — implicit presence, explicit presence and packed — agree with
 /// the reference, over compact and spaced JSON, and with input that ends right after a value
-/// or a key.
+/// or a key. Strings of 15 to 129 bytes cross the fixed-size copies and one-byte lengths.
 #[test]
 fn fast_path_scalar_edges_agree() {
     let schema = compile_proto("test", "kitchen_sink.proto");
@@ -102,9 +102,21 @@ fn fast_path_scalar_edges_agree() {
         "-5",
         "3",
         "4",
+        "tru",
+        "fals",
+        "truee",
+        "\"12a\"",
+        "\"12\\u0033\"",
     ];
+    // Strings around the lengths where the fast path's fixed-size copies and one-byte
+    // lengths end, ASCII and not.
+    let mut values: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+    for n in [15, 16, 17, 31, 32, 33, 127, 128, 129] {
+        values.push(format!("\"{}\"", "a".repeat(n)));
+        values.push(format!("\"{}é\"", "b".repeat(n - 1)));
+    }
     for kind in kinds {
-        for value in values {
+        for value in &values {
             let texts = [
                 format!(r#"{{"f{}":{value}}}"#, capitalize(kind)),
                 format!(r#"{{ "opt{}" : {value} }}"#, capitalize(kind)),
