@@ -271,12 +271,16 @@ impl<'a> JsonSrc<'a> {
         let frac_digits = j - frac_start;
         if frac_digits == 0
             || int_digits + frac_digits > 19
-            || mag > 1 << 53
             || matches!(b.get(j), Some(b'e' | b'E'))
         {
             return None;
         }
-        let f = mag as f64 / POW10.get(frac_digits)?;
+        let f = if mag <= 1 << 53 {
+            mag as f64 / POW10.get(frac_digits)?
+        } else {
+            // 16 to 19 significant digits (what shortest-form printers give most doubles).
+            div_pow10(mag, frac_digits)
+        };
         self.pos = j;
         Some(Lit::F64(if neg { -f } else { f }))
     }
@@ -321,6 +325,41 @@ impl<'a> JsonSrc<'a> {
         }
         Ok(integer_lit(neg, mag))
     }
+}
+
+/// `mag / 10^k` correctly rounded to the nearest double (ties to even), for `mag` ≥ 1 and
+/// `k` ≤ 19: the exact quotient of `mag · 2^s` (normalised to 128 bits) by `10^k` in integer
+/// arithmetic, its top 53 bits rounded by the bits and the remainder below them. The results
+/// lie between 10^-19 and 2^64, normal doubles. `short_numbers_equal_the_general_parse` holds
+/// it to the standard library's parse.
+fn div_pow10(mag: u64, k: usize) -> f64 {
+    const POW10: [u64; 20] = {
+        let mut t = [1u64; 20];
+        let mut i = 1;
+        while i < 20 {
+            t[i] = t[i - 1] * 10;
+            i += 1;
+        }
+        t
+    };
+    let d = u128::from(POW10[k]);
+    let s = 64 + mag.leading_zeros();
+    let n = u128::from(mag) << s;
+    let q = n / d;
+    let r = n - q * d;
+    // q ≥ 2^127 / 10^19 > 2^64: more bits than the mantissa's 53.
+    let drop = 128 - q.leading_zeros() - 53;
+    let mant = (q >> drop) as u64;
+    let rest = q & ((1u128 << drop) - 1);
+    let half = 1u128 << (drop - 1);
+    let up = rest > half || (rest == half && (r != 0 || mant & 1 == 1));
+    let (mut m, mut e) = (mant + u64::from(up), drop as i32 - s as i32);
+    if m == 1 << 53 {
+        m >>= 1;
+        e += 1;
+    }
+    // m · 2^e with m in [2^52, 2^53): biased exponent e + 52 + 1023.
+    f64::from_bits((((e + 52 + 1023) as u64) << 52) | (m & ((1 << 52) - 1)))
 }
 
 /// The run of decimal digits at `b[start..]` appended to `mag` (wrapping: callers bound the
@@ -569,6 +608,13 @@ mod tests {
                 t.push('-');
             }
             let int_digits = 1 + next(21) as usize;
+            // Half the numbers with 16 to 19 significant digits, where the exact division
+            // takes over from the double division.
+            let frac_len = if next(2) == 0 {
+                (16 + next(4) as usize).saturating_sub(int_digits)
+            } else {
+                next(24) as usize
+            };
             for k in 0..int_digits {
                 // Leading zeros now and then: invalid JSON, both must refuse.
                 let d = if k == 0 && next(8) != 0 {
@@ -580,7 +626,7 @@ mod tests {
             }
             if next(3) != 0 {
                 t.push('.');
-                for _ in 0..next(24) {
+                for _ in 0..frac_len {
                     t.push(char::from(b'0' + next(10) as u8));
                 }
             }
@@ -607,5 +653,42 @@ mod tests {
             assert_eq!(short.pos, long.pos, "{t}");
         }
         assert!(answered > 100_000, "{answered}");
+    }
+
+    /// The exact division at its rounding edges: halfway cases (ties to even, both ways),
+    /// just above and below them, quotients halfway with a remainder, a carry into the next
+    /// power of two, and the range's ends.
+    #[test]
+    fn long_fractions_round_as_the_general_parse() {
+        for t in [
+            "9007199254740993.0",
+            "9007199254740995.0",
+            "9007199254740993.1",
+            "9007199254740992.9",
+            "18014398509481985.0",
+            "18014398509481987.00",
+            "9007199254740991.99",
+            "9999999999999999.999",
+            "184467440737095516.5",
+            "0.999999999999999999",
+            "0.100000000000000005",
+            "0.100000000000000006",
+            "123.4567890123456789",
+            "-18.016010181088284",
+            "0.000000000000000001",
+            // Quotient bits exactly at the halfway point and a remainder above it (found by
+            // search): the remainder decides.
+            "1.845115683531643902",
+            "58.64008329877630743",
+            "4.666328717212361088",
+        ] {
+            let text = format!("{t},");
+            let got = JsonSrc::new(text.as_bytes()).unwrap().short_number();
+            let want: f64 = t.parse().unwrap();
+            match got {
+                Some(Lit::F64(f)) => assert_eq!(f.to_bits(), want.to_bits(), "{t}: {f} vs {want}"),
+                other => panic!("{t}: {other:?}"),
+            }
+        }
     }
 }
