@@ -5,6 +5,7 @@
 //! writes the same bytes when both accept (fields in input order, nested lengths patched in).
 
 use super::Bail;
+use super::digits::plain_integer;
 use super::plan::{Card, FieldPlan, Plans};
 use super::source::{R, Source};
 use crate::scalar::{self, Converted, Lit, Op, Scalar};
@@ -325,27 +326,6 @@ fn plain_number(out: &mut Vec<u8>, op: Op, lit: &Lit<'_>) -> R<Option<bool>> {
         out.extend_from_slice(&f.to_le_bytes());
         Ok(Some(f.to_bits() == 0))
     }
-}
-
-/// A string of 1 to 18 decimal digits, optionally negative (always an i64).
-#[inline]
-pub(crate) fn plain_integer(b: &[u8]) -> Option<i64> {
-    let (neg, digits) = match b.first() {
-        Some(b'-') => (true, &b[1..]),
-        _ => (false, b),
-    };
-    if digits.is_empty() || digits.len() > 18 {
-        return None;
-    }
-    let mut v: i64 = 0;
-    for &d in digits {
-        let d = d.wrapping_sub(b'0');
-        if d > 9 {
-            return None;
-        }
-        v = v * 10 + i64::from(d);
-    }
-    Some(if neg { -v } else { v })
 }
 
 /// An i64 as integer field `op` encodes it; bails when out of the field's range. The ranges

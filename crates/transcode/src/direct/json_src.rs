@@ -2,7 +2,9 @@
 //! what serde_json (the reference's parser) accepts and yields the same numbers.
 
 use super::Bail;
-use super::encode::{plain_integer, put_int_field, put_plain, put_str_field, put_tag_bytes};
+use super::digits::plain_integer;
+use super::digits::{decimal_run, div_pow10};
+use super::encode::{put_int_field, put_plain, put_str_field, put_tag_bytes};
 use super::plan::{FieldPlan, MsgPlan};
 use super::source::{R, Source};
 use crate::json::json_special;
@@ -325,57 +327,6 @@ impl<'a> JsonSrc<'a> {
         }
         Ok(integer_lit(neg, mag))
     }
-}
-
-/// `mag / 10^k` correctly rounded to the nearest double (ties to even), for `mag` ≥ 1 and
-/// `k` ≤ 19: the exact quotient of `mag · 2^s` (normalised to 128 bits) by `10^k` in integer
-/// arithmetic, its top 53 bits rounded by the bits and the remainder below them. The results
-/// lie between 10^-19 and 2^64, normal doubles. `short_numbers_equal_the_general_parse` holds
-/// it to the standard library's parse.
-fn div_pow10(mag: u64, k: usize) -> f64 {
-    const POW10: [u64; 20] = {
-        let mut t = [1u64; 20];
-        let mut i = 1;
-        while i < 20 {
-            t[i] = t[i - 1] * 10;
-            i += 1;
-        }
-        t
-    };
-    let d = u128::from(POW10[k]);
-    let s = 64 + mag.leading_zeros();
-    let n = u128::from(mag) << s;
-    let q = n / d;
-    let r = n - q * d;
-    // q ≥ 2^127 / 10^19 > 2^64: more bits than the mantissa's 53.
-    let drop = 128 - q.leading_zeros() - 53;
-    let mant = (q >> drop) as u64;
-    let rest = q & ((1u128 << drop) - 1);
-    let half = 1u128 << (drop - 1);
-    let up = rest > half || (rest == half && (r != 0 || mant & 1 == 1));
-    let (mut m, mut e) = (mant + u64::from(up), drop as i32 - s as i32);
-    if m == 1 << 53 {
-        m >>= 1;
-        e += 1;
-    }
-    // m · 2^e with m in [2^52, 2^53): biased exponent e + 52 + 1023.
-    f64::from_bits((((e + 52 + 1023) as u64) << 52) | (m & ((1 << 52) - 1)))
-}
-
-/// The run of decimal digits at `b[start..]` appended to `mag` (wrapping: callers bound the
-/// count): where the run ends, and the value.
-#[inline(always)]
-fn decimal_run(b: &[u8], start: usize, mut mag: u64) -> (usize, u64) {
-    let mut i = start;
-    while let Some(&c) = b.get(i) {
-        let d = c.wrapping_sub(b'0');
-        if d > 9 {
-            break;
-        }
-        mag = mag.wrapping_mul(10).wrapping_add(u64::from(d));
-        i += 1;
-    }
-    (i, mag)
 }
 
 /// An integer literal of magnitude `mag` as serde_json reads it.

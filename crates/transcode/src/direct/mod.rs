@@ -8,6 +8,7 @@
 //! reference path (`crate::reference`) on the whole message. The differential tests hold the
 //! two to identical output.
 
+pub(crate) mod digits;
 pub(crate) mod encode;
 pub(crate) mod json_src;
 pub(crate) mod msgpack_src;
