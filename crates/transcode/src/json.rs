@@ -344,6 +344,62 @@ pub(crate) fn write_str_bytes(out: &mut Vec<u8>, b: &[u8]) -> bool {
     write_escaped(out, b, false)
 }
 
+/// [`write_str_bytes`] for the first `len` bytes of `window`, which may hold more (the bytes
+/// after the string in its buffer). A string of up to 32 bytes with nothing to escape and no
+/// byte ≥ 0x80 (most names, ids, levels) is checked as whole words read from the window and
+/// copied as a fixed 16 or 32 bytes: no loop over its bytes and no call to `memcpy`. Longer
+/// strings, strings to escape or to validate, and those too near their buffer's end go to
+/// `write_str_bytes`.
+#[inline]
+pub(crate) fn write_str_window(out: &mut Vec<u8>, window: &[u8], len: usize) -> bool {
+    if len <= 16 {
+        if let Some(w) = window.first_chunk::<16>()
+            && plain_ascii(w, len)
+        {
+            out.push(b'"');
+            out.extend_from_slice(w);
+            out.truncate(out.len() - 16 + len);
+            out.push(b'"');
+            return true;
+        }
+    } else if len <= 32
+        && let Some(w) = window.first_chunk::<32>()
+        && plain_ascii(w, len)
+    {
+        out.push(b'"');
+        out.extend_from_slice(w);
+        out.truncate(out.len() - 32 + len);
+        out.push(b'"');
+        return true;
+    }
+    write_str_bytes(out, &window[..len])
+}
+
+/// True if none of the first `len` bytes of `w` is `"`, `\\`, a control character or ≥ 0x80.
+#[inline(always)]
+fn plain_ascii<const N: usize>(w: &[u8; N], len: usize) -> bool {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let (words, _) = w.as_chunks::<8>();
+    for (k, word) in words.iter().enumerate() {
+        let x = u64::from_le_bytes(*word);
+        let q = x ^ (LO * b'"' as u64);
+        let s = x ^ (LO * b'\\' as u64);
+        let m =
+            ((q.wrapping_sub(LO) & !q) | (s.wrapping_sub(LO) & !s) | x.wrapping_sub(LO * 0x20) | x)
+                & HI;
+        // The lowest flag is exact (borrows only start at flagged bytes): the string is plain
+        // if it ends before it.
+        if m != 0 {
+            return 8 * k + (m.trailing_zeros() / 8) as usize >= len;
+        }
+        if 8 * (k + 1) >= len {
+            return true;
+        }
+    }
+    true
+}
+
 fn write_escaped(out: &mut Vec<u8>, s: &[u8], mut validated: bool) -> bool {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
@@ -466,6 +522,41 @@ mod tests {
             values.push(if next().is_multiple_of(2) { v } else { -v });
         }
         assert_all_as_ryu(values);
+    }
+
+    /// A string written from a window agrees with the careful path, byte for byte and in
+    /// its answer, for every length up to 40 with special, non-ASCII and invalid bytes at
+    /// any place and any bytes after the string in its window (or none).
+    #[test]
+    fn strings_from_a_window_write_as_the_careful_path() {
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+        for len in 0..=40usize {
+            for _ in 0..400 {
+                let extra = (next() % 40) as usize;
+                // Special bytes common, or rare (most strings then plain).
+                let odds = [30, 30 * len as u64 + 30][(next() % 2) as usize];
+                let w: Vec<u8> = (0..len + extra)
+                    .map(|_| {
+                        let x = next();
+                        match x % odds {
+                            0 => b'"',
+                            1 => b'\\',
+                            2 => (x >> 8) as u8 % 0x20,
+                            3 => 0x80 + (x >> 8) as u8 % 0x80,
+                            4 => 0xc3,
+                            _ => 0x20 + (x >> 8) as u8 % 0x5f,
+                        }
+                    })
+                    .collect();
+                let (mut fast, mut careful) = (Vec::new(), Vec::new());
+                let a = write_str_window(&mut fast, &w, len);
+                let b = write_str_bytes(&mut careful, &w[..len]);
+                assert_eq!(a, b, "{w:?} {len}");
+                if a {
+                    assert_eq!(fast, careful, "{w:?} {len}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -47,8 +47,10 @@ fn path_segs(mut path: Option<&Path<'_>>) -> Vec<PathSeg> {
     segs
 }
 
-struct Renderer<'p, 'f, K> {
+struct Renderer<'p, 'f, 'i, K> {
     sink: K,
+    /// The whole input: every message and string rendered is a slice of it.
+    input: &'i [u8],
     plans: &'p Plans,
     opts: &'p Options,
     findings: &'f mut Findings,
@@ -70,6 +72,7 @@ pub(crate) fn render<K: Sink>(
     }
     let mut r = Renderer {
         sink,
+        input,
         plans,
         opts,
         findings,
@@ -78,11 +81,22 @@ pub(crate) fn render<K: Sink>(
     r.message(root, input, out, None)
 }
 
-impl<'p, K: Sink> Renderer<'p, '_, K> {
+impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
+    /// `b` (a slice of the input) and the input's bytes after it: the window a string is
+    /// checked and copied from in whole words.
+    #[inline]
+    fn window(&self, b: &'i [u8]) -> &'i [u8] {
+        let at = (b.as_ptr() as usize).wrapping_sub(self.input.as_ptr() as usize);
+        match self.input.get(at..) {
+            Some(w) if w.as_ptr() == b.as_ptr() && w.len() >= b.len() => w,
+            _ => b,
+        }
+    }
+
     fn message(
         &mut self,
         plan_idx: usize,
-        bytes: &[u8],
+        bytes: &'i [u8],
         out: &mut Vec<u8>,
         path: Option<&Path<'_>>,
     ) -> R<()> {
@@ -172,7 +186,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                         if field.presence || !b.is_empty() {
                             self.sink.key(out, field, names, count);
                             count += 1;
-                            if !self.sink.str_bytes(out, b) {
+                            if !self.sink.str_bytes(out, self.window(b), b.len()) {
                                 return Err(Bail);
                             }
                         }
@@ -220,7 +234,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
                         }
                         let (b, _) = r.len_delimited().map_err(|_| Bail)?;
                         self.element(field, &mut container, &mut count, elems, out);
-                        if !self.sink.str_bytes(out, b) {
+                        if !self.sink.str_bytes(out, self.window(b), b.len()) {
                             return Err(Bail);
                         }
                         elems += 1;
@@ -302,7 +316,7 @@ impl<'p, K: Sink> Renderer<'p, '_, K> {
     fn map_entry(
         &mut self,
         field: &'p FieldPlan,
-        entry: &[u8],
+        entry: &'i [u8],
         keys: &mut HashSet<u64>,
         index: usize,
         out: &mut Vec<u8>,

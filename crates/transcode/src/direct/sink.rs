@@ -2,7 +2,7 @@
 //! and writing a tree rendered by the reference path (well-known types).
 
 use super::plan::FieldPlan;
-use crate::json::{write_bytes, write_f32, write_f64, write_str, write_str_bytes};
+use crate::json::{write_bytes, write_f32, write_f64, write_str, write_str_window};
 use crate::scalar::Scalar;
 use crate::tree::Out;
 
@@ -23,8 +23,9 @@ pub(crate) trait Sink {
     fn map_key(&self, out: &mut Vec<u8>, key: &str, index: usize);
     /// A scalar value of `field` (an enum's name from the plan).
     fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Scalar<'_>, enum_numbers: bool);
-    /// A string field's bytes, checked for UTF-8 as they are written; false if they are not.
-    fn str_bytes(&self, out: &mut Vec<u8>, b: &[u8]) -> bool;
+    /// A string field's bytes, the first `len` of `window` (which may hold the bytes after
+    /// them too), checked for UTF-8 as they are written; false if they are not.
+    fn str_bytes(&self, out: &mut Vec<u8>, window: &[u8], len: usize) -> bool;
     /// A subtree the reference path rendered.
     fn tree(&self, out: &mut Vec<u8>, tree: &Out);
 }
@@ -128,8 +129,8 @@ impl Sink for Json {
     }
 
     #[inline]
-    fn str_bytes(&self, out: &mut Vec<u8>, b: &[u8]) -> bool {
-        write_str_bytes(out, b)
+    fn str_bytes(&self, out: &mut Vec<u8>, window: &[u8], len: usize) -> bool {
+        write_str_window(out, window, len)
     }
 
     fn tree(&self, out: &mut Vec<u8>, tree: &Out) {
@@ -237,8 +238,8 @@ impl Sink for Msgpack {
     }
 
     #[inline]
-    fn str_bytes(&self, out: &mut Vec<u8>, b: &[u8]) -> bool {
-        match std::str::from_utf8(b) {
+    fn str_bytes(&self, out: &mut Vec<u8>, window: &[u8], len: usize) -> bool {
+        match std::str::from_utf8(&window[..len]) {
             Ok(s) => rmp::encode::write_str(out, s).is_ok(),
             Err(_) => false,
         }
