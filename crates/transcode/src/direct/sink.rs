@@ -45,7 +45,7 @@ impl Sink for Json {
         out.push(b'}');
     }
 
-    #[inline]
+    #[inline(always)]
     fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool, count: usize) {
         if count > 0 {
             out.push(b',');
@@ -91,7 +91,7 @@ impl Sink for Json {
         out.push(b':');
     }
 
-    #[inline]
+    #[inline(always)]
     fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Scalar<'_>, enum_numbers: bool) {
         let mut ib = itoa::Buffer::new();
         match v {
@@ -128,7 +128,7 @@ impl Sink for Json {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn str_bytes(&self, out: &mut Vec<u8>, window: &[u8], len: usize) -> bool {
         write_str_window(out, window, len)
     }
