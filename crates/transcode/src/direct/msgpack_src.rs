@@ -1,9 +1,11 @@
 //! MessagePack as a [`Source`] for the direct encoder, yielding the values rmp-serde (the
 //! reference's parser) yields.
 
-use super::Bail;
+use super::encode::{put_plain, put_str_field};
+use super::plan::{FieldPlan, MsgPlan, words16};
 use super::source::{R, Source};
-use crate::scalar::Lit;
+use super::{Bail, utf8};
+use crate::scalar::{Lit, Op};
 
 pub(crate) struct MsgpackSrc<'a> {
     input: &'a [u8],
@@ -37,8 +39,19 @@ impl<'a> MsgpackSrc<'a> {
         Ok(b)
     }
 
+    /// A big-endian number of `n` bytes (1, 2, 4 or 8: every width MessagePack uses).
+    #[inline]
     fn be(&mut self, n: usize) -> R<u64> {
-        Ok(self.take(n)?.iter().fold(0u64, |a, &b| (a << 8) | b as u64))
+        let b = self.take(n)?;
+        Ok(match n {
+            1 => u64::from(b[0]),
+            2 => u64::from(u16::from_be_bytes([b[0], b[1]])),
+            4 => u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            _ => match b.first_chunk::<8>() {
+                Some(w) => u64::from_be_bytes(*w),
+                None => b.iter().fold(0u64, |a, &b| (a << 8) | b as u64),
+            },
+        })
     }
 
     fn header(&mut self) -> R<Header> {
@@ -176,6 +189,80 @@ impl<'a> Source<'a> for MsgpackSrc<'a> {
         // Message keys are strings; anything else is the reference's to judge.
         let len = self.str_len()?.ok_or(Bail)?;
         self.take(len).map(Some)
+    }
+
+    /// Keys spelled as the expected field's or the next one's MessagePack string (the
+    /// smallest header, as encoders write it) are recognised by two word compares.
+    #[inline]
+    fn next_field(&mut self, left: &mut u32, plan: &MsgPlan, hint: usize) -> R<Option<usize>> {
+        if !count_down(left) {
+            return Ok(None);
+        }
+        let window = match self.input[self.pos..].first_chunk::<16>() {
+            Some(w) => words16(w),
+            None => [0; 2],
+        };
+        let f = if plan
+            .fields
+            .get(hint)
+            .is_some_and(|f| f.mp_json_key_words.matches(window))
+        {
+            hint
+        } else if plan
+            .fields
+            .get(hint + 1)
+            .is_some_and(|f| f.mp_json_key_words.matches(window))
+        {
+            hint + 1
+        } else {
+            let len = self.str_len()?.ok_or(Bail)?;
+            let key = self.take(len)?;
+            return plan.by_key(key, hint).map(Some).ok_or(Bail);
+        };
+        self.pos += plan.fields[f].mp_json_key_words.len;
+        Ok(Some(f))
+    }
+
+    /// Strings (their UTF-8 checked in words when short and ASCII) copied straight to the
+    /// output; other scalars as [`MsgpackSrc::scalar_value`] reads them and
+    /// [`put_plain`] writes them.
+    #[inline(always)]
+    fn plain_field(&mut self, field: &FieldPlan, always: bool, out: &mut Vec<u8>) -> R<bool> {
+        let at = self.pos;
+        let Some(&m) = self.input.get(at) else {
+            return Ok(false);
+        };
+        if field.op == Op::Str && matches!(m, 0xa0..=0xbf | 0xd9) {
+            // fixstr, or str8 (from 32 bytes on).
+            let (len, start) = match m {
+                0xd9 => match self.input.get(at + 1) {
+                    Some(&n) => (n as usize, at + 2),
+                    None => return Ok(false),
+                },
+                _ => ((m & 0x1f) as usize, at + 1),
+            };
+            let window = &self.input[start.min(self.input.len())..];
+            if window.len() < len || !utf8(window, len) {
+                return Ok(false);
+            }
+            self.pos = start + len;
+            if always || len != 0 {
+                put_str_field(out, &field.tag, window, len);
+            }
+            return Ok(true);
+        }
+        if matches!(field.op, Op::Str | Op::Bytes | Op::Enum | Op::Message)
+            || matches!(m, 0x80..=0x9f | 0xa0..=0xbf | 0xc4..=0xc6 | 0xd9..=0xdf)
+        {
+            return Ok(false);
+        }
+        let lit = self.scalar_value()?;
+        if put_plain(out, &field.tag, field.op, &lit, always)? {
+            Ok(true)
+        } else {
+            self.pos = at;
+            Ok(false)
+        }
     }
 
     fn array(&mut self) -> R<u32> {

@@ -90,8 +90,9 @@ pub(crate) fn words16(b: &[u8; 16]) -> [u64; 2] {
     w.map(u64::from_le_bytes)
 }
 
-/// A short byte pattern (`"jsonName":`) as two masked little-endian words, so that compact
-/// JSON's next key is recognised with two compares; `len` is 0 for patterns over 16 bytes.
+/// A short byte pattern (`"jsonName":`, or a MessagePack string of the name) as two masked
+/// little-endian words, so that the next key is recognised with two compares; `len` is 0 for
+/// patterns over 16 bytes.
 pub(crate) struct KeyWords {
     pub(crate) words: [u64; 2],
     pub(crate) masks: [u64; 2],
@@ -184,6 +185,8 @@ pub(crate) struct FieldPlan {
     pub(crate) proto_key: Short,
     /// The same names as MessagePack strings.
     pub(crate) mp_json_key: Short,
+    /// `mp_json_key` for matching MessagePack input.
+    pub(crate) mp_json_key_words: KeyWords,
     pub(crate) mp_proto_key: Short,
     /// Values whose `null` is not simply "unset" (Value, NullValue): the reference decides.
     pub(crate) null_is_value: bool,
@@ -382,6 +385,7 @@ fn field_plan(
         json_key_words: KeyWords::new(&json_key),
         json_key: Short::new(json_key),
         proto_key: Short::new(quoted_key(f.name())),
+        mp_json_key_words: KeyWords::new(&mp_key(f.json_name())),
         mp_json_key: Short::new(mp_key(f.json_name())),
         mp_proto_key: Short::new(mp_key(f.name())),
         null_is_value,

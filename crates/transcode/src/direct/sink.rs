@@ -173,7 +173,7 @@ impl Sink for Msgpack {
         patch_header(out, mark, count, 0x80, 0xde, 0xdf);
     }
 
-    #[inline]
+    #[inline(always)]
     fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool, _: usize) {
         if proto_names {
             field.mp_proto_key.put(out)
@@ -208,7 +208,7 @@ impl Sink for Msgpack {
         let _ = rmp::encode::write_str(out, key);
     }
 
-    #[inline]
+    #[inline(always)]
     fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Scalar<'_>, enum_numbers: bool) {
         use rmp::encode;
         // Writing into a Vec cannot fail. The same calls as crate::msgpack::write.
@@ -237,12 +237,22 @@ impl Sink for Msgpack {
         };
     }
 
-    #[inline]
+    /// The smallest str header rmp writes, then the bytes (copied as fixed 16 or 32 when
+    /// short, checked for UTF-8 in words when ASCII).
+    #[inline(always)]
     fn str_bytes(&self, out: &mut Vec<u8>, window: &[u8], len: usize) -> bool {
-        match std::str::from_utf8(&window[..len]) {
-            Ok(s) => rmp::encode::write_str(out, s).is_ok(),
-            Err(_) => false,
+        if !super::utf8(window, len) {
+            return false;
         }
+        match len {
+            0..32 => out.push(0xa0 | len as u8),
+            32..0x100 => out.extend_from_slice(&[0xd9, len as u8]),
+            _ => {
+                let _ = rmp::encode::write_str_len(out, len as u32);
+            }
+        }
+        super::encode::put_short(out, window, len);
+        true
     }
 
     fn tree(&self, out: &mut Vec<u8>, tree: &Out) {
