@@ -211,34 +211,58 @@ fn short_decimal(out: &mut Vec<u8>, x: f64) -> bool {
     }
     // Below 10^11, off by at most ~10^-5: the decimal next to `x` is n or n + 1.
     let n = (ax * 1e4) as u64;
-    let mut m = if n as f64 / 1e4 == ax {
+    let m = if n as f64 / 1e4 == ax {
         n
     } else if (n + 1) as f64 / 1e4 == ax {
         n + 1
     } else {
         return false;
     };
-    let mut k = 4;
-    while m % 10 == 0 && k > 0 {
-        m /= 10;
-        k -= 1;
-    }
-    if k == 0 {
+    // The decimals as four digits, and how many of them are not trailing zeros (all
+    // divisions by constants: multiplies).
+    let (int, frac) = (m / 10_000, (m % 10_000) as usize);
+    let k = if frac == 0 {
         return false;
-    }
-    let scale = 10u64.pow(k as u32);
-    let (int, frac) = (m / scale, m % scale);
+    } else if frac % 1000 == 0 {
+        1
+    } else if frac % 100 == 0 {
+        2
+    } else if frac % 10 == 0 {
+        3
+    } else {
+        4
+    };
     if x < 0.0 {
         out.push(b'-');
     }
-    out.extend_from_slice(itoa::Buffer::new().format(int).as_bytes());
-    out.push(b'.');
-    let mut digits = itoa::Buffer::new();
-    let digits = digits.format(frac);
-    out.extend(std::iter::repeat_n(b'0', k - digits.len()));
-    out.extend_from_slice(digits.as_bytes());
+    if int < 10 {
+        out.push(b'0' + int as u8);
+    } else {
+        out.extend_from_slice(itoa::Buffer::new().format(int).as_bytes());
+    }
+    let (hi, lo) = (frac / 100 * 2, frac % 100 * 2);
+    out.extend_from_slice(&[
+        b'.',
+        DIGIT_PAIRS[hi],
+        DIGIT_PAIRS[hi + 1],
+        DIGIT_PAIRS[lo],
+        DIGIT_PAIRS[lo + 1],
+    ]);
+    out.truncate(out.len() - 4 + k);
     true
 }
+
+/// "00" to "99", two bytes each.
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut t = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        t[2 * i] = b'0' + (i / 10) as u8;
+        t[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    t
+};
 
 /// Bytes as standard base64 with padding, quoted.
 pub(crate) fn write_bytes(out: &mut Vec<u8>, b: &[u8]) {
