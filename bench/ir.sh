@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/ir.sh (make bench-ir) — the gateway's work per request counted, not timed: user-space
-# instructions (callgrind's Ir) and system calls per EchoOrder request, for A/B comparisons on
+# instructions (callgrind's Ir) and system calls per request (EchoOrder unless IR_WORKLOAD says
+# otherwise), for A/B comparisons on
 # machines whose timings vary more than the difference sought (a shared VM varies 10-20 %
 # between runs of one binary; the instruction counts repeat within 0.3 %).
 #
@@ -16,6 +17,11 @@
 #
 # Settings (environment):
 #   IR_GATEWAY    gateway binary (default target/release/protogate): to compare builds
+#   IR_WORKLOAD   EchoOrder (default), EchoRecords_1000, EchoLogs_1000 or ListRecords_1000
+#                 (bench/e2e.sh's workloads; lower IR_REQUESTS and IR_CALL_REQUESTS for the
+#                 large ones)
+#   IR_PROFILES   a directory: each run's callgrind profile is kept there as cg.CLIENT.FORMAT
+#                 (for callgrind_annotate)
 #   IR_FORMATS    default "json protobuf";  IR_CLIENTS  default "h1 h2" (h2load --h1, or h2)
 #   IR_REQUESTS   requests counted by callgrind (default 4000); IR_CALL_REQUESTS  by perf
 #                 (default 40000); IR_WARMUP  before counting (default 500)
@@ -48,10 +54,18 @@ if [[ ${IR_BUILD:-1} != 0 ]]; then
 fi
 [[ -x $GATEWAY && -x $BACKEND ]] || die "$GATEWAY or $BACKEND missing"
 python3 bench/gen_bodies.py target/bench-bodies >/dev/null
-# EchoOrder's body (bench.v1.Order) in both formats, as bench/e2e.sh sends it.
+# The workload's request body in both formats, as bench/e2e.sh sends it.
+WORKLOAD=${IR_WORKLOAD:-EchoOrder}
+case $WORKLOAD in
+  EchoOrder) METHOD=EchoOrder; MESSAGE=Order; SOURCE=target/bench-bodies/Order.json ;;
+  EchoRecords_1000) METHOD=EchoRecords; MESSAGE=RecordList; SOURCE=target/bench-bodies/RecordList_1000.json ;;
+  EchoLogs_1000) METHOD=EchoLogs; MESSAGE=LogBatch; SOURCE=target/bench-bodies/LogBatch_1000.json ;;
+  ListRecords_1000) METHOD=ListRecords; MESSAGE=ListRecordsRequest; SOURCE= ;;
+  *) die "IR_WORKLOAD=$WORKLOAD: not one of EchoOrder EchoRecords_1000 EchoLogs_1000 ListRecords_1000" ;;
+esac
 BODY=$OUT/body
-cp target/bench-bodies/Order.json "$BODY.json"
-"$GATEWAY" convert --proto proto/bench/bench.proto -I proto/bench --message bench.v1.Order \
+if [[ -n $SOURCE ]]; then cp "$SOURCE" "$BODY.json"; else echo '{"count":1000}' > "$BODY.json"; fi
+"$GATEWAY" convert --proto proto/bench/bench.proto -I proto/bench --message "bench.v1.$MESSAGE" \
   --from json --to protobuf < "$BODY.json" > "$BODY.protobuf"
 
 wait_for() { # FILE REGEX PID
@@ -89,7 +103,7 @@ load() {
   [[ $1 == protobuf ]] && ct=application/x-protobuf
   [[ $2 == h1 ]] && how=(--h1 -c 16 -m 1)
   taskset -c 0 h2load "${how[@]}" -n "$3" -d "$BODY.$1" \
-    -H "content-type: $ct" -H "accept: $ct" "$4/bench.v1.BenchService/EchoOrder" > "$OUT/load.txt"
+    -H "content-type: $ct" -H "accept: $ct" "$4/bench.v1.BenchService/$METHOD" > "$OUT/load.txt"
   grep -q "$3 succeeded" "$OUT/load.txt" || die "not every request succeeded: $(grep requests: "$OUT/load.txt")"
 }
 
@@ -117,6 +131,9 @@ for fmt in $FORMATS; do
     load "$fmt" "$client" "$REQUESTS" "$GW_URL"
     callgrind_control -d "$GW_PID" >/dev/null 2>&1
     ir=$(callgrind_annotate "$OUT/cg.out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+    if [[ -n ${IR_PROFILES:-} ]]; then
+      mkdir -p "$IR_PROFILES" && cp "$OUT/cg.out.1" "$IR_PROFILES/cg.$client.$fmt"
+    fi
     stop
     # System calls: the gateway at full speed (pinned as in bench/e2e.sh, the load on the
     # other CPU), counted by the kernel's tracepoint while the counted requests run.
