@@ -233,8 +233,14 @@ where
         match (&mut first, &mut rest) {
             (None, _) => first = Some(data),
             (Some(f), None) => {
+                // The whole body when its length was announced; else what came and what the
+                // body says at least remains (a size hint counts what is left, not the total:
+                // taken as the total it left the buffer to grow by copying).
+                let came = f.len() + data.len();
                 let mut buf = BytesMut::with_capacity(
-                    (f.len() + data.len()).max(body.size_hint().lower() as usize),
+                    announced
+                        .unwrap_or(0)
+                        .max(came + body.size_hint().lower() as usize),
                 );
                 buf.extend_from_slice(f);
                 buf.extend_from_slice(&data);
