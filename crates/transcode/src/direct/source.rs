@@ -15,28 +15,21 @@ pub(crate) trait Source<'a> {
     fn object(&mut self) -> R<Self::Open>;
     /// The next key of the object `open` without escapes, or `None` at its end.
     fn next_key(&mut self, open: &mut Self::Open) -> R<Option<&'a [u8]>>;
-    /// The next key of the current object resolved to a field of `plan` (`hint`, the field
-    /// after the previous one, is tried first), or `None` at the object's end.
-    #[inline]
+    /// The next key of the current object resolved to a field of `plan`, or `None` at the
+    /// object's end. `hint` (the field after the previous one) and the field after it are
+    /// recognised by their pre-encoded key's words; any other key as `next_key` reads it,
+    /// looked up by `MsgPlan::by_key`.
     fn next_field(
         &mut self,
         open: &mut Self::Open,
         plan: &MsgPlan,
         hint: usize,
-    ) -> R<Option<usize>> {
-        match self.next_key(open)? {
-            Some(key) => plan.by_key(key, hint).map(Some).ok_or(Bail),
-            None => Ok(None),
-        }
-    }
+    ) -> R<Option<usize>>;
     /// The next value written as scalar field `field` (tag and value; an implicit-presence
     /// default not at all unless `always`) if it has one of the common shapes the source
     /// reads straight into wire bytes; `Ok(false)`, nothing consumed or written, for any
     /// other, which the caller converts the general way ([`Source::scalar`]).
-    #[inline]
-    fn plain_field(&mut self, _field: &FieldPlan, _always: bool, _out: &mut Vec<u8>) -> R<bool> {
-        Ok(false)
-    }
+    fn plain_field(&mut self, field: &FieldPlan, always: bool, out: &mut Vec<u8>) -> R<bool>;
     /// Enters an array.
     fn array(&mut self) -> R<Self::Open>;
     /// True if another element of the array `open` follows (consumes the separator or end).
