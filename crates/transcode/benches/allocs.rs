@@ -56,9 +56,7 @@ fn count(mut f: impl FnMut()) -> (u64, u64) {
 }
 
 fn main() {
-    let dir = std::env::var("PROTOGATE_BENCH_BODIES").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench-bodies").to_owned()
-    });
+    let dir = common::bench_bodies();
     let schema = common::compile_proto("bench", "bench.proto");
     let opts = Options::default();
     println!(
@@ -72,7 +70,8 @@ fn main() {
         ("LogBatch_1000", "bench.v1.LogBatch"),
         ("LogBatch_50000", "bench.v1.LogBatch"),
     ] {
-        let json = std::fs::read(format!("{dir}/{name}.json")).expect("bodies (run `make bench`)");
+        let json =
+            std::fs::read(dir.join(format!("{name}.json"))).expect("bodies (run `make bench`)");
         let desc = schema.message(message).expect("message");
         let mut pb = Vec::new();
         schema

@@ -9,7 +9,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -26,22 +25,11 @@ const WORKLOADS: &[(&str, &str)] = &[
     ("LogBatch_50000", "bench.v1.LogBatch"),
 ];
 
-fn bodies_dir() -> PathBuf {
-    std::env::var_os("PROTOGATE_BENCH_BODIES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../target/bench-bodies"
-            ))
-        })
-}
-
 fn bench(c: &mut Criterion) {
     let schema = common::compile_proto("bench", "bench.proto");
     let opts = Options::default();
     for (name, message) in WORKLOADS {
-        let path = bodies_dir().join(format!("{name}.json"));
+        let path = common::bench_bodies().join(format!("{name}.json"));
         let json = std::fs::read(&path)
             .unwrap_or_else(|e| panic!("{}: {e} (run `make bench`)", path.display()));
         let desc = schema.message(message).expect("message");

@@ -22,18 +22,12 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let dir = std::env::var("PROTOGATE_BENCH_BODIES").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench-bodies").to_owned()
-    });
+    let dir = common::bench_bodies();
     let schema = common::compile_proto("bench", "bench.proto");
-    let message = match workload.split('_').next() {
-        Some("Order") => "bench.v1.Order",
-        Some("RecordList") => "bench.v1.RecordList",
-        Some("LogBatch") => "bench.v1.LogBatch",
-        _ => panic!("unknown workload {workload}"),
-    };
+    let message = common::bench_message(&workload);
     let desc = schema.message(message).expect("message");
-    let json = std::fs::read(format!("{dir}/{workload}.json")).expect("bodies (run `make bench`)");
+    let json =
+        std::fs::read(dir.join(format!("{workload}.json"))).expect("bodies (run `make bench`)");
     let opts = Options::default();
     let mut pb = Vec::new();
     schema

@@ -44,9 +44,7 @@ fn main() {
             .map(String::from)
             .to_vec();
     }
-    let dir = std::env::var("PROTOGATE_BENCH_BODIES").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench-bodies").to_owned()
-    });
+    let dir = common::bench_bodies();
     let schema = common::compile_proto("bench", "bench.proto");
     let opts = Options::default();
     println!(
@@ -54,14 +52,10 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|");
     for workload in &workloads {
-        let message = match workload.split('_').next() {
-            Some("Order") => "bench.v1.Order",
-            Some("RecordList") => "bench.v1.RecordList",
-            Some("LogBatch") => "bench.v1.LogBatch",
-            _ => panic!("unknown workload {workload}"),
-        };
-        let desc = schema.message(message).expect("message");
-        let json = std::fs::read(format!("{dir}/{workload}.json")).expect("bodies");
+        let desc = schema
+            .message(common::bench_message(workload))
+            .expect("message");
+        let json = std::fs::read(dir.join(format!("{workload}.json"))).expect("bodies");
         let mut pb = Vec::new();
         schema
             .to_protobuf(&desc, Format::Json, &json, &mut pb, &opts)

@@ -376,27 +376,29 @@ pub(crate) fn write_str_bytes(out: &mut Vec<u8>, b: &[u8]) -> bool {
 /// `write_str_bytes`.
 #[inline]
 pub(crate) fn write_str_window(out: &mut Vec<u8>, window: &[u8], len: usize) -> bool {
-    if len <= 16 {
-        if let Some(w) = window.first_chunk::<16>()
-            && plain_ascii(w, len)
-        {
-            out.push(b'"');
-            out.extend_from_slice(w);
-            out.truncate(out.len() - 16 + len);
-            out.push(b'"');
-            return true;
-        }
-    } else if len <= 32
-        && let Some(w) = window.first_chunk::<32>()
-        && plain_ascii(w, len)
-    {
-        out.push(b'"');
-        out.extend_from_slice(w);
-        out.truncate(out.len() - 32 + len);
-        out.push(b'"');
-        return true;
+    let copied = match len {
+        0..=16 => copy_plain::<16>(out, window, len),
+        17..=32 => copy_plain::<32>(out, window, len),
+        _ => false,
+    };
+    copied || write_str_bytes(out, &window[..len])
+}
+
+/// The string (`len` bytes of `window`) quoted, copied as a fixed `N` bytes and a truncation,
+/// if `window` holds `N` bytes and the string needs neither escapes nor a UTF-8 check.
+#[inline(always)]
+fn copy_plain<const N: usize>(out: &mut Vec<u8>, window: &[u8], len: usize) -> bool {
+    let Some(w) = window.first_chunk::<N>() else {
+        return false;
+    };
+    if !plain_ascii(w, len) {
+        return false;
     }
-    write_str_bytes(out, &window[..len])
+    out.push(b'"');
+    out.extend_from_slice(w);
+    out.truncate(out.len() - N + len);
+    out.push(b'"');
+    true
 }
 
 /// True if none of the first `len` bytes of `w` is `"`, `\\`, a control character or ≥ 0x80.

@@ -372,20 +372,7 @@ impl<'a> Source<'a> for JsonSrc<'a> {
         // Compact JSON whose keys come in declaration order: the expected `"key":` is
         // recognised with two word compares, no scan and no lookup; so is the one after it
         // (proto3 JSON leaves default values out, so a field is often skipped).
-        let window = self.window();
-        let f = if plan
-            .fields
-            .get(hint)
-            .is_some_and(|f| f.json_key_words.matches(window))
-        {
-            hint
-        } else if plan
-            .fields
-            .get(hint + 1)
-            .is_some_and(|f| f.json_key_words.matches(window))
-        {
-            hint + 1
-        } else {
+        let Some(f) = plan.expected_key(hint, self.window(), |f| &f.json_key_words) else {
             let key = self.key()?;
             return plan.by_key(key, hint).map(Some).ok_or(Bail);
         };

@@ -202,19 +202,7 @@ impl<'a> Source<'a> for MsgpackSrc<'a> {
             Some(w) => words16(w),
             None => [0; 2],
         };
-        let f = if plan
-            .fields
-            .get(hint)
-            .is_some_and(|f| f.mp_json_key_words.matches(window))
-        {
-            hint
-        } else if plan
-            .fields
-            .get(hint + 1)
-            .is_some_and(|f| f.mp_json_key_words.matches(window))
-        {
-            hint + 1
-        } else {
+        let Some(f) = plan.expected_key(hint, window, |f| &f.mp_json_key_words) else {
             let len = self.str_len()?.ok_or(Bail)?;
             let key = self.take(len)?;
             return plan.by_key(key, hint).map(Some).ok_or(Bail);

@@ -318,6 +318,29 @@ impl MsgPlan {
         self.by_key.get(key).copied()
     }
 
+    /// `hint` (the field after the previous one) or the field after it, if that field's key
+    /// pattern (`pattern`: the JSON or the MessagePack one) starts `window`.
+    #[inline(always)]
+    pub(crate) fn expected_key(
+        &self,
+        hint: usize,
+        window: [u64; 2],
+        pattern: impl Fn(&FieldPlan) -> &KeyWords,
+    ) -> Option<usize> {
+        let starts = |f: usize| {
+            self.fields
+                .get(f)
+                .is_some_and(|f| pattern(f).matches(window))
+        };
+        if starts(hint) {
+            Some(hint)
+        } else if starts(hint + 1) {
+            Some(hint + 1)
+        } else {
+            None
+        }
+    }
+
     #[inline]
     pub(crate) fn by_number(&self, number: u32) -> Option<usize> {
         if let Some(&i) = self.dense.get(number as usize) {

@@ -34,6 +34,25 @@ pub fn compile_proto(dir: &str, file: &str) -> Schema {
         .unwrap_or_else(|e| panic!("{file} compiles: {e}"))
 }
 
+/// Where the benchmark workloads' bodies are (`bench/gen_bodies.py` writes them):
+/// `PROTOGATE_BENCH_BODIES`, else `target/bench-bodies`.
+pub fn bench_bodies() -> std::path::PathBuf {
+    std::env::var_os("PROTOGATE_BENCH_BODIES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/bench-bodies"))
+}
+
+/// The message of a benchmark workload (`Order`, `RecordList_1000`, `LogBatch_50000`…), by
+/// the name before its size.
+pub fn bench_message(workload: &str) -> &'static str {
+    match workload.split('_').next() {
+        Some("Order") => "bench.v1.Order",
+        Some("RecordList") => "bench.v1.RecordList",
+        Some("LogBatch") => "bench.v1.LogBatch",
+        _ => panic!("unknown workload {workload}"),
+    }
+}
+
 /// xorshift64* (Vigna 2016): deterministic, fast, no dependency. [`Rng::new`] seeds it through
 /// splitmix64, so neighbouring seeds diverge at once.
 #[derive(Clone)]
