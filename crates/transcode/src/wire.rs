@@ -152,6 +152,20 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
+    /// A one-byte tag that `table` (indexed by the tag byte) maps to a field (index + 1; 0
+    /// for none): the field's index and the tag, the byte consumed. `None`, nothing consumed,
+    /// for any other tag.
+    #[inline(always)]
+    pub(crate) fn tag_in(&mut self, table: &[u16; 128]) -> Option<(usize, u8)> {
+        let b = *self.buf.get(self.pos)?;
+        let i = *table.get(usize::from(b))?;
+        if i == 0 {
+            return None;
+        }
+        self.pos += 1;
+        Some((usize::from(i) - 1, b))
+    }
+
     /// Reads a tag: (field number, wire type).
     #[inline]
     pub(crate) fn tag(&mut self) -> Result<(u32, u8), Error> {

@@ -71,6 +71,10 @@ pub(crate) struct MsgPlan {
     by_key: HashMap<Box<[u8]>, usize>,
     /// Field index + 1 by field number, for numbers up to `dense.len()`.
     dense: Vec<u16>,
+    /// Field index + 1 by one-byte tag (fields 1 to 15), for the wire types the renderer
+    /// reads the field in (a packable list's both); 0 for the rest, which take the general
+    /// tag reading.
+    pub(crate) by_tag: [u16; 128],
     sparse: HashMap<u32, usize>,
 }
 
@@ -297,6 +301,23 @@ impl MsgPlan {
                     .collect(),
             )
         };
+        let mut by_tag = [0u16; 128];
+        for (i, f) in fields.iter().enumerate() {
+            if !(1..16).contains(&f.number) || i >= usize::from(u16::MAX) {
+                continue;
+            }
+            let len_only = f.message.is_some() || !f.op.is_packable() || f.card == Card::Map;
+            let mut wire_types = vec![wire::LEN];
+            if !len_only {
+                wire_types = match f.card {
+                    Card::List => vec![wire::LEN, f.op.wire_type()],
+                    _ => vec![f.op.wire_type()],
+                };
+            }
+            for wt in wire_types {
+                by_tag[((f.number as usize) << 3) | usize::from(wt)] = i as u16 + 1;
+            }
+        }
         MsgPlan {
             desc: desc.clone(),
             special,
@@ -304,6 +325,7 @@ impl MsgPlan {
             by_key,
             dense,
             sparse,
+            by_tag,
         }
     }
 

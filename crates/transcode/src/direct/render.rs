@@ -132,13 +132,20 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
         let mut unknown: Vec<u32> = Vec::new();
         let mut r = Reader::new(bytes, 0);
         while !r.is_empty() {
-            let (number, wt) = r.tag().map_err(|_| Bail)?;
-            let Some(fi) = plan.by_number(number) else {
-                r.skip(number, wt, self.opts.max_depth).map_err(|_| Bail)?;
-                if !unknown.contains(&number) {
-                    unknown.push(number);
+            // A one-byte tag of a field in a wire type it can have: one table lookup.
+            let (number, wt, fi) = match r.tag_in(&plan.by_tag) {
+                Some((fi, tag)) => (u32::from(tag >> 3), tag & 7, fi),
+                None => {
+                    let (number, wt) = r.tag().map_err(|_| Bail)?;
+                    let Some(fi) = plan.by_number(number) else {
+                        r.skip(number, wt, self.opts.max_depth).map_err(|_| Bail)?;
+                        if !unknown.contains(&number) {
+                            unknown.push(number);
+                        }
+                        continue;
+                    };
+                    (number, wt, fi)
                 }
-                continue;
             };
             let field = &plan.fields[fi];
             if open != Some(fi) {
