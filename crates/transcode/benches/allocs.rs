@@ -56,31 +56,20 @@ fn count(mut f: impl FnMut()) -> (u64, u64) {
 }
 
 fn main() {
-    let dir = common::bench_bodies();
     let schema = common::compile_proto("bench", "bench.proto");
     let opts = Options::default();
     println!(
         "| workload | path | JSON → protobuf | protobuf → JSON | msgpack → protobuf | protobuf → msgpack |"
     );
     println!("|---|---|---|---|---|---|");
-    for (name, message) in [
-        ("Order", "bench.v1.Order"),
-        ("RecordList_1000", "bench.v1.RecordList"),
-        ("RecordList_10000", "bench.v1.RecordList"),
-        ("LogBatch_1000", "bench.v1.LogBatch"),
-        ("LogBatch_50000", "bench.v1.LogBatch"),
+    for name in [
+        "Order",
+        "RecordList_1000",
+        "RecordList_10000",
+        "LogBatch_1000",
+        "LogBatch_50000",
     ] {
-        let json =
-            std::fs::read(dir.join(format!("{name}.json"))).expect("bodies (run `make bench`)");
-        let desc = schema.message(message).expect("message");
-        let mut pb = Vec::new();
-        schema
-            .to_protobuf(&desc, Format::Json, &json, &mut pb, &opts)
-            .unwrap();
-        let mut mp = Vec::new();
-        schema
-            .from_protobuf(&desc, Format::Msgpack, &pb, &mut mp, &opts)
-            .unwrap();
+        let common::BenchWorkload { desc, json, pb, mp } = common::bench_workload(&schema, name);
         let mut out = Vec::new();
         let mut row = |path: &str, direct: bool| {
             let mut cell = |from: Format, to: Format, input: &[u8]| {

@@ -22,21 +22,9 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let dir = common::bench_bodies();
     let schema = common::compile_proto("bench", "bench.proto");
-    let message = common::bench_message(&workload);
-    let desc = schema.message(message).expect("message");
-    let json =
-        std::fs::read(dir.join(format!("{workload}.json"))).expect("bodies (run `make bench`)");
+    let common::BenchWorkload { desc, json, pb, mp } = common::bench_workload(&schema, &workload);
     let opts = Options::default();
-    let mut pb = Vec::new();
-    schema
-        .to_protobuf(&desc, Format::Json, &json, &mut pb, &opts)
-        .unwrap();
-    let mut mp = Vec::new();
-    schema
-        .from_protobuf(&desc, Format::Msgpack, &pb, &mut mp, &opts)
-        .unwrap();
     let mut out = Vec::new();
     for _ in 0..runs {
         out.clear();

@@ -44,7 +44,6 @@ fn main() {
             .map(String::from)
             .to_vec();
     }
-    let dir = common::bench_bodies();
     let schema = common::compile_proto("bench", "bench.proto");
     let opts = Options::default();
     println!(
@@ -52,18 +51,8 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|");
     for workload in &workloads {
-        let desc = schema
-            .message(common::bench_message(workload))
-            .expect("message");
-        let json = std::fs::read(dir.join(format!("{workload}.json"))).expect("bodies");
-        let mut pb = Vec::new();
-        schema
-            .to_protobuf(&desc, Format::Json, &json, &mut pb, &opts)
-            .unwrap();
-        let mut mp = Vec::new();
-        schema
-            .from_protobuf(&desc, Format::Msgpack, &pb, &mut mp, &opts)
-            .unwrap();
+        let common::BenchWorkload { desc, json, pb, mp } =
+            common::bench_workload(&schema, workload);
         let mut rendered = Vec::new();
         schema
             .from_protobuf(&desc, Format::Json, &pb, &mut rendered, &opts)

@@ -53,6 +53,36 @@ pub fn bench_message(workload: &str) -> &'static str {
     }
 }
 
+/// A benchmark workload read and converted once: its message, its JSON body, and that body
+/// as protobuf and as MessagePack (both by the gateway's own conversions).
+pub struct BenchWorkload {
+    pub desc: transcode::MessageDescriptor,
+    pub json: Vec<u8>,
+    pub pb: Vec<u8>,
+    pub mp: Vec<u8>,
+}
+
+/// Loads `workload` (`Order`, `RecordList_1000`…) from [`bench_bodies`]; panics naming the
+/// file when the bodies were not written (`make bench` writes them).
+pub fn bench_workload(schema: &Schema, workload: &str) -> BenchWorkload {
+    let desc = schema
+        .message(bench_message(workload))
+        .expect("bench message");
+    let path = bench_bodies().join(format!("{workload}.json"));
+    let json = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run `make bench`)", path.display()));
+    let opts = transcode::Options::default();
+    let mut pb = Vec::new();
+    schema
+        .to_protobuf(&desc, transcode::Format::Json, &json, &mut pb, &opts)
+        .expect("the workload converts");
+    let mut mp = Vec::new();
+    schema
+        .from_protobuf(&desc, transcode::Format::Msgpack, &pb, &mut mp, &opts)
+        .expect("the workload renders");
+    BenchWorkload { desc, json, pb, mp }
+}
+
 /// xorshift64* (Vigna 2016): deterministic, fast, no dependency. [`Rng::new`] seeds it through
 /// splitmix64, so neighbouring seeds diverge at once.
 #[derive(Clone)]
