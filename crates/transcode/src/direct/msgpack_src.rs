@@ -42,15 +42,12 @@ impl<'a> MsgpackSrc<'a> {
     /// A big-endian number of `n` bytes (1, 2, 4 or 8: every width MessagePack uses).
     #[inline]
     fn be(&mut self, n: usize) -> R<u64> {
-        let b = self.take(n)?;
-        Ok(match n {
-            1 => u64::from(b[0]),
-            2 => u64::from(u16::from_be_bytes([b[0], b[1]])),
-            4 => u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-            _ => match b.first_chunk::<8>() {
-                Some(w) => u64::from_be_bytes(*w),
-                None => b.iter().fold(0u64, |a, &b| (a << 8) | b as u64),
-            },
+        Ok(match *self.take(n)? {
+            [a] => u64::from(a),
+            [a, b] => u64::from(u16::from_be_bytes([a, b])),
+            [a, b, c, d] => u64::from(u32::from_be_bytes([a, b, c, d])),
+            [a, b, c, d, e, f, g, h] => u64::from_be_bytes([a, b, c, d, e, f, g, h]),
+            ref other => other.iter().fold(0u64, |v, &b| (v << 8) | u64::from(b)),
         })
     }
 

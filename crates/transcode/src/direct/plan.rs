@@ -306,15 +306,12 @@ impl MsgPlan {
             if !(1..16).contains(&f.number) || i >= usize::from(u16::MAX) {
                 continue;
             }
-            let len_only = f.message.is_some() || !f.op.is_packable() || f.card == Card::Map;
-            let mut wire_types = vec![wire::LEN];
-            if !len_only {
-                wire_types = match f.card {
-                    Card::List => vec![wire::LEN, f.op.wire_type()],
-                    _ => vec![f.op.wire_type()],
-                };
-            }
-            for wt in wire_types {
+            // Messages, strings, bytes and maps come length-delimited; a scalar in its own wire
+            // type, and a packable list's elements in that one or packed (length-delimited).
+            let scalar = f.message.is_none() && f.op.is_packable() && f.card != Card::Map;
+            let own = scalar.then(|| f.op.wire_type());
+            let packed = (!scalar || f.card == Card::List).then_some(wire::LEN);
+            for wt in [own, packed].into_iter().flatten() {
                 by_tag[((f.number as usize) << 3) | usize::from(wt)] = i as u16 + 1;
             }
         }
@@ -412,6 +409,7 @@ fn field_plan(
     let value_kind = map_value.as_ref().map_or(&kind, |(k, _)| k);
     let null_is_value = is_value_kind(value_kind);
     let json_key = quoted_key(f.json_name());
+    let mp_json_key = mp_key(f.json_name());
     let enum_is_null_value =
         matches!(value_kind, Kind::Enum(e) if e.full_name() == "google.protobuf.NullValue");
     FieldPlan {
@@ -430,8 +428,8 @@ fn field_plan(
         json_key_words: KeyWords::new(&json_key),
         json_key: Short::new(json_key),
         proto_key: Short::new(quoted_key(f.name())),
-        mp_json_key_words: KeyWords::new(&mp_key(f.json_name())),
-        mp_json_key: Short::new(mp_key(f.json_name())),
+        mp_json_key_words: KeyWords::new(&mp_json_key),
+        mp_json_key: Short::new(mp_json_key),
         mp_proto_key: Short::new(mp_key(f.name())),
         null_is_value,
         enum_names: enum_names(value_kind),
