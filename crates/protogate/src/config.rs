@@ -549,7 +549,7 @@ pub fn load(args: ServeArgs) -> Result<Resolved, ConfigError> {
 }
 
 /// Everything `serve` needs, validated.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Resolved {
     pub listen: Listen,
     /// Where /healthz, /readyz and /metrics are served when not on the main listener.

@@ -8,7 +8,9 @@
 //! connections. A snapshot that fails is logged with the reason and counted
 //! (`protogate_schema_reloads_total{result="failed"}`), and the running one stays. What only
 //! a restart changes (the listen addresses, the listener's TLS files, the worker threads,
-//! the admission limits) is named in the log when it changed.
+//! the admission limits) is named in the log when it changed. Files that failed to load are
+//! reported once: until they change, a `schema_refresh` asks the reflection with the
+//! configuration in force rather than failing on the same files again.
 //!
 //! The files' directories are watched, not the files: editors replace a file by renaming
 //! another over it, which a watch on the file itself stops seeing, and Kubernetes swaps a
@@ -134,6 +136,12 @@ pub fn spawn(
     let mut loaded = fingerprint(&files);
     let mut fixed = Fixed::of(first);
     let mut refresh = first.reflection.as_ref().map(|r| r.refresh);
+    // The configuration last put in force, and whether the files failed to load since (and
+    // have not changed after): a refresh then asks the reflection with the configuration in
+    // force instead of reading the broken files again, which would fail the refresh and
+    // report the same error at every `schema_refresh`.
+    let mut good = first.clone();
+    let mut broken = false;
     tokio::spawn(async move {
         let (changed_tx, mut changed) = mpsc::channel::<()>(1);
         let mut _watcher = watch(&files, changed_tx.clone());
@@ -165,7 +173,21 @@ pub fn spawn(
             let began = Instant::now();
             // A refresh when no file changed is no news if the reflection gives the same.
             let quiet = trigger.is_refresh() && fingerprint(&files) == loaded;
-            match reload(&args, &live, &unknown_method, quiet).await {
+            let outcome = if quiet && broken {
+                reload(good.clone(), &live, &unknown_method, quiet).await
+            } else {
+                match config::load(args.clone()) {
+                    Ok(resolved) => {
+                        broken = false;
+                        reload(resolved, &live, &unknown_method, quiet).await
+                    }
+                    Err(error) => {
+                        broken = true;
+                        Err(error.into())
+                    }
+                }
+            };
+            match outcome {
                 Ok(None) => {
                     tracing::debug!(
                         trigger = trigger.as_str(),
@@ -194,10 +216,11 @@ pub fn spawn(
                         files = now;
                         _watcher = watch(&files, changed_tx.clone());
                     }
+                    good = resolved;
                 }
                 Err(error) => {
-                    // Not retried until the files change again (or a SIGHUP, or the next
-                    // refresh).
+                    // The files are not read again until they change (or a SIGHUP); a
+                    // refresh meanwhile asks the reflection with the configuration in force.
                     loaded = fingerprint(&files);
                     metrics
                         .get_or_create(&edge::metrics::ResultLabels { result: "failed" })
@@ -262,16 +285,15 @@ fn watch(
     Some(watcher)
 }
 
-/// Builds the new snapshot from the files as they are now (and the upstreams' reflection)
-/// and puts it in force; what it changed in words. With `quiet`, a snapshot whose schema is
-/// the running one's is not put in force (`None`): the configuration is known unchanged.
+/// Builds the new snapshot from `resolved` (and the upstreams' reflection) and puts it in
+/// force; what it changed in words. With `quiet`, a snapshot whose schema is the running
+/// one's is not put in force (`None`): the configuration is known unchanged.
 async fn reload(
-    args: &ServeArgs,
+    resolved: Resolved,
     live: &edge::Live,
     unknown_method: &Arc<tokio::sync::Notify>,
     quiet: bool,
 ) -> anyhow::Result<Option<(Resolved, String)>> {
-    let resolved = config::load(args.clone())?;
     let old = live.load();
     let (default, services) = crate::tls::specs(&resolved)?;
     let upstreams = old

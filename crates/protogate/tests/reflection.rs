@@ -503,6 +503,61 @@ fn v1alpha_is_asked_when_v1_is_missing_and_a_failed_refresh_keeps_the_schema() {
     v2.stop();
 }
 
+/// A config file that breaks is reported once, when it is read; the refreshes after it ask
+/// the reflection with the configuration in force (before, each read the broken file again,
+/// failed and logged the same error every `schema_refresh`, and no new schema came).
+#[test]
+fn a_broken_config_file_is_reported_once_and_the_schema_still_refreshes() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let v1 = Backend::on(port.try_clone().unwrap(), "v1", Reflection::V1);
+    let scratch = Scratch::new("reflect-broken");
+    let text = format!(
+        "listen = \"127.0.0.1:0\"\nupstream = \"{}\"\nschema_source = \"reflection\"\nschema_refresh = \"200ms\"\n",
+        v1.url()
+    );
+    let mut gw = gateway(&scratch, &text);
+    let addr = gw.addr();
+    let (status, _, body) = exchange(addr, "POST", ECHO, &[JSON], br#"{"id": "a"}"#);
+    assert_eq!((status, json(&body)), (200, serde_json::json!({"id": "a"})));
+
+    scratch.file("gw.toml", &format!("{text}schema_refresh = \"twice\"\n"));
+    let line = gw.wait_for_line("reload failed");
+    assert!(line.contains("a watched file changed"), "{line}");
+    assert!(line.contains("duplicate key"), "{line}");
+
+    // v2 takes the port: a refresh (the timer's: no request names a method v1 lacked)
+    // brings its schema while the file stays broken, and the file's error is not reported
+    // again.
+    let v2 = Backend::on(port, "v2", Reflection::V1);
+    v1.stop();
+    let rendered = eventually("the v2 schema", || {
+        let (status, _, body) = exchange(
+            addr,
+            "POST",
+            ECHO,
+            &[
+                ("content-type", "application/x-protobuf"),
+                ("accept", "application/json"),
+            ],
+            &item("c", "new"),
+        );
+        (status == 200 && json(&body).get("note").is_some()).then(|| json(&body))
+    });
+    assert_eq!(
+        rendered,
+        Some(serde_json::json!({"id": "c", "note": "new"}))
+    );
+    let line = gw.wait_for_line("configuration reloaded");
+    assert!(line.contains("schema_refresh"), "{line}");
+    let reported = gw
+        .log()
+        .iter()
+        .filter(|l| l.contains("duplicate key"))
+        .count();
+    assert_eq!(reported, 1, "{:#?}", gw.log());
+    v2.stop();
+}
+
 #[test]
 fn conflicting_upstreams_and_an_upstream_without_reflection_stop_the_start() {
     let v1 = Backend::start("v1", Reflection::V1);
