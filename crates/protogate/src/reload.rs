@@ -8,9 +8,13 @@
 //! connections. A snapshot that fails is logged with the reason and counted
 //! (`protogate_schema_reloads_total{result="failed"}`), and the running one stays. What only
 //! a restart changes (the listen addresses, the listener's TLS files, the worker threads,
-//! the admission limits) is named in the log when it changed. Files that failed to load are
-//! reported once: until they change, a `schema_refresh` asks the reflection with the
-//! configuration in force rather than failing on the same files again.
+//! the admission limits) is named in the log when it changed. A configuration that fails to
+//! load (the config file unreadable, not TOML, a value refused) is reported once: until the
+//! files change, a `schema_refresh` asks the reflection with the configuration in force
+//! rather than failing on the same file again. (A `.proto` that does not compile is found
+//! only while the schema is built, together with what the reflection gives, and is reported
+//! at each refresh as before: telling the two apart there would let a refresh keep an old
+//! configuration whose files are fine.)
 //!
 //! The files' directories are watched, not the files: editors replace a file by renaming
 //! another over it, which a watch on the file itself stops seeing, and Kubernetes swaps a
@@ -136,8 +140,8 @@ pub fn spawn(
     let mut loaded = fingerprint(&files);
     let mut fixed = Fixed::of(first);
     let mut refresh = first.reflection.as_ref().map(|r| r.refresh);
-    // The configuration last put in force, and whether the files failed to load since (and
-    // have not changed after): a refresh then asks the reflection with the configuration in
+    // The configuration last put in force, and whether the configuration failed to load
+    // since (and the files have not changed after): a refresh then asks the reflection with the configuration in
     // force instead of reading the broken files again, which would fail the refresh and
     // report the same error at every `schema_refresh`.
     let mut good = first.clone();
@@ -219,8 +223,9 @@ pub fn spawn(
                     good = resolved;
                 }
                 Err(error) => {
-                    // The files are not read again until they change (or a SIGHUP); a
-                    // refresh meanwhile asks the reflection with the configuration in force.
+                    // Not read again until the files change (or a SIGHUP); after a
+                    // configuration that did not load, a refresh meanwhile asks the
+                    // reflection with the configuration in force.
                     loaded = fingerprint(&files);
                     metrics
                         .get_or_create(&edge::metrics::ResultLabels { result: "failed" })
