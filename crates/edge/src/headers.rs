@@ -174,8 +174,10 @@ pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-i
 /// A request id for a request that came without one: 32 hex digits, unique per process and
 /// unlikely to repeat across processes. A counter and two random keys drawn once per process,
 /// mixed by SplitMix64's finaliser (a bijection of u64: the first half of the id is unique for
-/// every count; the second makes the sequence unpredictable). Hashing the count with SipHash
-/// twice, as before, cost 100-300 more instructions per request (`make bench-ir`).
+/// every count). Not a secret: SplitMix64 can be inverted, so one id tells the next — as a
+/// client's own `x-request-id`, which passes as it is, tells nothing either; an id traces, it
+/// authorises nothing. Hashing the count with SipHash twice, as before, cost 100-300 more
+/// instructions per request (`make bench-ir`).
 pub(crate) fn new_request_id() -> HeaderValue {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::LazyLock;
