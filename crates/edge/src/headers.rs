@@ -176,8 +176,8 @@ pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-i
 /// mixed by SplitMix64's finaliser (a bijection of u64: the first half of the id is unique for
 /// every count). Not a secret: SplitMix64 can be inverted, so one id tells the next — as a
 /// client's own `x-request-id`, which passes as it is, tells nothing either; an id traces, it
-/// authorises nothing. Hashing the count with SipHash twice, as before, cost 100-300 more
-/// instructions per request (`make bench-ir`).
+/// authorises nothing. Hashing the count with SipHash twice, as before, cost about 100 more
+/// instructions per request (`make bench-ir`, at the edge of its repeatability).
 pub(crate) fn new_request_id() -> HeaderValue {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::LazyLock;
@@ -196,13 +196,15 @@ pub(crate) fn new_request_id() -> HeaderValue {
     let a = splitmix(n.wrapping_add(k1));
     let b = splitmix(a ^ k2);
     let mut text = [0u8; 32];
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     for (i, byte) in a
         .to_be_bytes()
         .into_iter()
         .chain(b.to_be_bytes())
         .enumerate()
     {
-        text[2 * i..2 * i + 2].copy_from_slice(&HEX_PAIRS[usize::from(byte)]);
+        text[2 * i] = HEX[usize::from(byte >> 4)];
+        text[2 * i + 1] = HEX[usize::from(byte & 15)];
     }
     // Hex digits are always a valid header value. Made from an owner (one allocation; the
     // copies sent upstream and back share it), never indexed (see `unindexed`).
@@ -220,18 +222,6 @@ fn splitmix(mut z: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
-
-/// Every byte's two lowercase hex digits.
-const HEX_PAIRS: [[u8; 2]; 256] = {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut t = [[0u8; 2]; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = [HEX[i >> 4], HEX[i & 15]];
-        i += 1;
-    }
-    t
-};
 
 /// A request id as HPACK should send it: never indexed. A value that differs on every request
 /// only churns the dynamic table, and h2 compares each new one with every id still in it (a
