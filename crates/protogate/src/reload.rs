@@ -141,7 +141,7 @@ pub fn spawn(
     let mut fixed = Fixed::of(first);
     let mut refresh = first.reflection.as_ref().map(|r| r.refresh);
     // The configuration last put in force, and whether the configuration failed to load
-    // since (and the files have not changed after): a refresh then asks the reflection with the configuration in
+    // since (the files unchanged after): a refresh then asks the reflection with the one in
     // force instead of reading the broken files again, which would fail the refresh and
     // report the same error at every `schema_refresh`.
     let mut good = first.clone();
