@@ -87,3 +87,42 @@ fn well_known_types_and_maps_stay_on_the_direct_path_around_them() {
     assert_eq!(findings.unknown_fields.len(), 1);
     assert_eq!(findings.unknown_fields[0].number, 999);
 }
+
+#[test]
+fn a_flat_message_the_short_loop_leaves_midway_is_rendered_whole_by_the_general_one() {
+    let s = schema("bench", "bench.proto");
+    let desc = s.message("bench.v1.Record").unwrap();
+    let opts = Options::default();
+    // id = 7, name = "n", then what the short loop hands over after writing two fields: an
+    // unknown field (number 9), a field out of order (price after cat), a two-byte tag (an
+    // unknown field 16).
+    let head: &[u8] = &[0x08, 0x07, 0x12, 0x01, b'n'];
+    let price = [&[0x19u8][..], &2.5f64.to_le_bytes()].concat();
+    let tails: [(&str, Vec<u8>, Option<u32>); 3] = [
+        ("unknown field", vec![0x48, 0x01, 0x22, 0x01, b'c'], Some(9)),
+        (
+            "out of order",
+            [&[0x22u8, 0x01, b'c'][..], &price].concat(),
+            None,
+        ),
+        ("two-byte tag", vec![0x80, 0x01, 0x05], Some(16)),
+    ];
+    for (what, tail, unknown) in tails {
+        let pb = [head, &tail].concat();
+        for to in [Format::Json, Format::Msgpack] {
+            let mut out = Vec::new();
+            let findings = s.from_protobuf(&desc, to, &pb, &mut out, &opts).unwrap();
+            let mut want = Vec::new();
+            transcode::reference::from_protobuf(&desc, to, &pb, &mut want, &opts).unwrap();
+            assert_eq!(out, want, "{what}");
+            let numbers: Vec<u32> = findings.unknown_fields.iter().map(|u| u.number).collect();
+            assert_eq!(numbers, Vec::from_iter(unknown), "{what}");
+            // Unknown fields keep it on the direct path (the general loop skips and reports
+            // them); a field out of order goes to the reference, which sorts.
+            if unknown.is_some() {
+                let direct = s.direct_only(&desc, Format::Protobuf, to, &pb, &opts);
+                assert_eq!(direct, Some(want), "{what}");
+            }
+        }
+    }
+}

@@ -65,6 +65,9 @@ pub(crate) struct MsgPlan {
     pub(crate) desc: MessageDescriptor,
     /// A well-known type with its own JSON form: handled by the reference path.
     pub(crate) special: bool,
+    /// Every field a singular scalar or string numbered 1 to 15, none in a oneof: rendered by
+    /// the renderer's short loop (`Renderer::flat`).
+    pub(crate) flat: bool,
     /// Fields in declaration order.
     pub(crate) fields: Vec<FieldPlan>,
     /// Field index by JSON key (json_name and proto name).
@@ -301,6 +304,14 @@ impl MsgPlan {
                     .collect(),
             )
         };
+        let flat = !special
+            && fields.len() < usize::from(u16::MAX)
+            && fields.iter().all(|f| {
+                f.card == Card::Single
+                    && f.message.is_none()
+                    && f.oneof.is_none()
+                    && (1..16).contains(&f.number)
+            });
         let mut by_tag = [0u16; 128];
         for (i, f) in fields.iter().enumerate() {
             if !(1..16).contains(&f.number) || i >= usize::from(u16::MAX) {
@@ -318,6 +329,7 @@ impl MsgPlan {
         MsgPlan {
             desc: desc.clone(),
             special,
+            flat,
             fields,
             by_key,
             dense,

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use super::Bail;
-use super::plan::{Card, FieldPlan, Plans};
+use super::plan::{Card, FieldPlan, MsgPlan, Plans};
 use super::sink::Sink;
 use crate::decode::{default_val, map_key_text, read_scalar, read_val};
 use crate::error::PathSeg;
@@ -94,6 +94,81 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
     }
 
     fn message(
+        &mut self,
+        plan_idx: usize,
+        bytes: &'i [u8],
+        out: &mut Vec<u8>,
+        path: Option<&Path<'_>>,
+    ) -> R<()> {
+        let plan = &self.plans.msgs[plan_idx];
+        if plan.flat {
+            let start = out.len();
+            if self.flat(plan, bytes, out) {
+                return Ok(());
+            }
+            out.truncate(start);
+        }
+        self.fields(plan_idx, bytes, out, path)
+    }
+
+    /// A message of a [`MsgPlan::flat`] plan, in canonical order with known fields only:
+    /// written to `out` and true. False at anything else (an unknown or repeated field, a
+    /// field out of order, bad wire data), with `out` partly written and nothing else
+    /// changed: the caller takes the general loop, which renders or bails. The short loop
+    /// keeps its few variables in registers, where the general one spills its many.
+    ///
+    /// [`MsgPlan::flat`]: super::plan::MsgPlan::flat
+    fn flat(&mut self, plan: &MsgPlan, bytes: &'i [u8], out: &mut Vec<u8>) -> bool {
+        if self.depth >= self.opts.max_depth {
+            return false;
+        }
+        let names = self.opts.proto_field_names;
+        let object = self.sink.begin_object(out);
+        let mut count = 0usize;
+        let mut last_number = 0u32;
+        let mut r = Reader::new(bytes, 0);
+        while !r.is_empty() {
+            let Some((fi, tag)) = r.tag_in(&plan.by_tag) else {
+                return false;
+            };
+            let number = u32::from(tag >> 3);
+            if number <= last_number {
+                return false;
+            }
+            last_number = number;
+            let Some(field) = plan.fields.get(fi) else {
+                return false;
+            };
+            // The tag table holds a flat field's own wire type only.
+            if field.op == Op::Str {
+                let Ok((b, _)) = r.len_delimited() else {
+                    return false;
+                };
+                if field.presence || !b.is_empty() {
+                    self.sink.key(out, field, names, count);
+                    count += 1;
+                    if !self.sink.str_bytes(out, self.window(b), b.len()) {
+                        return false;
+                    }
+                }
+            } else {
+                let Ok(v) = read_scalar(field.op, &mut r) else {
+                    return false;
+                };
+                if field.presence || !is_default(v) {
+                    self.sink.key(out, field, names, count);
+                    count += 1;
+                    self.sink.value(out, field, v, self.opts.enum_numbers);
+                }
+            }
+        }
+        self.sink.end_object(out, object, count);
+        true
+    }
+
+    /// A message by the general loop: any field kind, any order (bailing where the
+    /// reference is needed).
+    fn fields(
         &mut self,
         plan_idx: usize,
         bytes: &'i [u8],
