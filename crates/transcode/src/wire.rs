@@ -66,6 +66,14 @@ impl<'a> Reader<'a> {
         self.pos >= self.buf.len()
     }
 
+    /// True, and `b` consumed, if `b` is the next byte.
+    #[inline(always)]
+    pub(crate) fn next_is(&mut self, b: u8) -> bool {
+        let next = self.buf.get(self.pos) == Some(&b);
+        self.pos += usize::from(next);
+        next
+    }
+
     pub(crate) fn offset(&self) -> usize {
         self.base + self.pos
     }

@@ -289,18 +289,26 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                         if wt != wire::LEN {
                             return Err(Bail);
                         }
-                        let (sub, _) = r.len_delimited().map_err(|_| Bail)?;
-                        self.element(field, &mut container, &mut count, elems, out);
                         let list = Path {
                             seg: Seg::Field(&field.json_name),
                             parent: path,
                         };
-                        let here = Path {
-                            seg: Seg::Index(elems),
-                            parent: Some(&list),
-                        };
-                        self.message(m, sub, out, Some(&here))?;
-                        elems += 1;
+                        // The run's elements while the next tag is this one's byte: a list of
+                        // records skips the loop's bookkeeping between them.
+                        let tag = (number < 16).then_some(((number as u8) << 3) | wt);
+                        loop {
+                            let (sub, _) = r.len_delimited().map_err(|_| Bail)?;
+                            self.element(field, &mut container, &mut count, elems, out);
+                            let here = Path {
+                                seg: Seg::Index(elems),
+                                parent: Some(&list),
+                            };
+                            self.message(m, sub, out, Some(&here))?;
+                            elems += 1;
+                            if !tag.is_some_and(|t| r.next_is(t)) {
+                                break;
+                            }
+                        }
                     } else if wt == wire::LEN && field.op.is_packable() {
                         let (packed, _) = r.len_delimited().map_err(|_| Bail)?;
                         let mut pr = Reader::new(packed, 0);
