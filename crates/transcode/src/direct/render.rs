@@ -152,17 +152,45 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                     }
                 }
             } else {
-                let Ok(v) = read_scalar(field.op, &mut r) else {
-                    return false;
+                // The common kinds each in an arm of their own: with the kind a constant
+                // there, reading, the default test and writing fold to that kind's code, one
+                // dispatch where the shared code takes three.
+                let written = match field.op {
+                    Op::Int64 => self.scalar_as(Op::Int64, field, &mut r, out, &mut count),
+                    Op::Int32 => self.scalar_as(Op::Int32, field, &mut r, out, &mut count),
+                    Op::Double => self.scalar_as(Op::Double, field, &mut r, out, &mut count),
+                    Op::Bool => self.scalar_as(Op::Bool, field, &mut r, out, &mut count),
+                    op => self.scalar_as(op, field, &mut r, out, &mut count),
                 };
-                if field.presence || !is_default(v) {
-                    self.sink.key(out, field, names, count);
-                    count += 1;
-                    self.sink.value(out, field, v, self.opts.enum_numbers);
+                if !written {
+                    return false;
                 }
             }
         }
         self.sink.end_object(out, object, count);
+        true
+    }
+
+    /// A singular scalar field of kind `op` (`field.op`), its tag read: written unless it
+    /// is an implicit-presence default; false if its value is cut short.
+    #[inline(always)]
+    fn scalar_as(
+        &self,
+        op: Op,
+        field: &FieldPlan,
+        r: &mut Reader<'i>,
+        out: &mut Vec<u8>,
+        count: &mut usize,
+    ) -> bool {
+        let Ok(v) = read_scalar(op, r) else {
+            return false;
+        };
+        if field.presence || !is_default(v) {
+            self.sink
+                .key(out, field, self.opts.proto_field_names, *count);
+            *count += 1;
+            self.sink.value(out, field, v, self.opts.enum_numbers);
+        }
         true
     }
 
