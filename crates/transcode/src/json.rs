@@ -236,10 +236,12 @@ fn short_decimal(out: &mut Vec<u8>, x: f64) -> bool {
     if x < 0.0 {
         out.push(b'-');
     }
-    if int < 10 {
-        out.push(b'0' + int as u8);
-    } else {
-        out.extend_from_slice(itoa::Buffer::new().format(int).as_bytes());
+    // Whole parts below 100 (prices) from the digit pairs: itoa's call to
+    // `memcpy` for a variable length costs more than the digits.
+    match int as usize {
+        i @ 0..10 => out.push(b'0' + i as u8),
+        i @ 10..100 => out.extend_from_slice(&[DIGIT_PAIRS[2 * i], DIGIT_PAIRS[2 * i + 1]]),
+        _ => out.extend_from_slice(itoa::Buffer::new().format(int).as_bytes()),
     }
     let (hi, lo) = (frac / 100 * 2, frac % 100 * 2);
     out.extend_from_slice(&[
