@@ -236,8 +236,8 @@ fn short_decimal(out: &mut Vec<u8>, x: f64) -> bool {
     if x < 0.0 {
         out.push(b'-');
     }
-    // Whole parts below 100 (prices) from the digit pairs: itoa's call to
-    // `memcpy` for a variable length costs more than the digits.
+    // Whole parts below 100 (prices) from the digit pairs: itoa's call to `memcpy` for a
+    // variable length costs more than the digits.
     match int as usize {
         i @ 0..10 => out.push(b'0' + i as u8),
         i @ 10..100 => out.extend_from_slice(&[DIGIT_PAIRS[2 * i], DIGIT_PAIRS[2 * i + 1]]),

@@ -309,6 +309,7 @@ impl MsgPlan {
             && fields.iter().all(|f| {
                 f.card == Card::Single
                     && f.message.is_none()
+                    && f.op != Op::Message
                     && f.oneof.is_none()
                     && (1..16).contains(&f.number)
             });
