@@ -137,7 +137,7 @@ impl<'a> Renderer<'a> {
                     if field.is_list() {
                         push_chunk(&mut fields, &field, chunk, Acc::MsgList);
                     } else {
-                        clear_oneof_siblings(&mut fields, &field);
+                        self.clear_oneof_siblings(&mut fields, &field)?;
                         push_chunk(&mut fields, &field, chunk, Acc::Msgs);
                     }
                     true
@@ -182,7 +182,7 @@ impl<'a> Renderer<'a> {
             } else {
                 match read_val(&kind, wt, &mut r).map_err(|e| e.at_field(field.json_name()))? {
                     Some(v) => {
-                        clear_oneof_siblings(&mut fields, &field);
+                        self.clear_oneof_siblings(&mut fields, &field)?;
                         fields.insert(number, (field.clone(), Acc::One(v)));
                         true
                     }
@@ -344,6 +344,36 @@ impl<'a> Renderer<'a> {
             }
         }
         Ok(Out::Map(out))
+    }
+
+    /// Setting one member of a oneof clears the others: the last one on the wire wins. A
+    /// message member cleared so is never rendered, but its bytes must still be well-formed
+    /// (checked as `validate` checks them), as a runtime that parses every occurrence has it:
+    /// else a malformed answer would render as the member after it.
+    fn clear_oneof_siblings(
+        &self,
+        fields: &mut Scanned<'_>,
+        field: &FieldDescriptor,
+    ) -> Result<(), Error> {
+        let Some(oneof) = field.containing_oneof() else {
+            return Ok(());
+        };
+        for sibling in oneof.fields() {
+            if sibling.number() == field.number() {
+                continue;
+            }
+            if let Some((cleared, Acc::Msgs(chunks))) = fields.remove(&sibling.number())
+                && let Kind::Message(m) = cleared.kind()
+            {
+                // `self.depth` is this message's: the member is one below it.
+                let depth_left = self.opts.max_depth.saturating_sub(self.depth);
+                for (bytes, at) in chunks {
+                    crate::validate::message(&m, bytes, at, depth_left, self.opts.max_depth)
+                        .map_err(|e| e.at_field(cleared.json_name()))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn scalar(&self, field: &FieldDescriptor, v: Scalar<'_>) -> Out {
@@ -509,17 +539,6 @@ fn push_chunk<'b>(
     {
         (_, Acc::Msgs(v) | Acc::MsgList(v) | Acc::Map(v)) => v.push(chunk),
         (_, slot) => *slot = make(vec![chunk]),
-    }
-}
-
-/// Setting one member of a oneof clears the others: the last one on the wire wins.
-fn clear_oneof_siblings(fields: &mut Scanned<'_>, field: &FieldDescriptor) {
-    if let Some(oneof) = field.containing_oneof() {
-        for sibling in oneof.fields() {
-            if sibling.number() != field.number() {
-                fields.remove(&sibling.number());
-            }
-        }
     }
 }
 

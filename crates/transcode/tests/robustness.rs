@@ -427,3 +427,41 @@ fn what_is_accepted_at_any_depth_renders_back() {
         assert!(accepted >= 30, "{what}: only {accepted} levels accepted");
     }
 }
+
+/// A oneof's message member that a later member replaces is never rendered, but a malformed
+/// one still makes the body malformed (a runtime parses every occurrence; `validate_protobuf`
+/// refuses it too): it must not render as the member after it. Found by the
+/// protobuf_to_json_msgpack fuzz target (a Value: bool, a broken struct, then null).
+#[test]
+fn a_malformed_oneof_member_is_an_error_even_when_a_later_member_replaces_it() {
+    let schema = kitchen_sink();
+    let opts = Options::default();
+    let value = schema.message("google.protobuf.Value").unwrap();
+    let sink = schema.message("protogate.test.v1.KitchenSink").unwrap();
+    // Value: struct_value (5) with a truncated varint inside, then null_value (1) = 0.
+    let broken_value: &[u8] = &[0x2a, 0x02, 0x08, 0xff, 0x08, 0x00];
+    // KitchenSink: oneof_nested (65) broken the same way, then oneof_string (62) = "x".
+    let broken_sink: &[u8] = &[0x8a, 0x04, 0x02, 0x08, 0xff, 0xf2, 0x03, 0x01, b'x'];
+    // The same bodies with the replaced member well-formed render as the last member.
+    let fine_value: &[u8] = &[0x2a, 0x00, 0x08, 0x00];
+    let fine_sink: &[u8] = &[0x8a, 0x04, 0x02, 0x08, 0x01, 0xf2, 0x03, 0x01, b'x'];
+    for (desc, broken, fine, want) in [
+        (&value, broken_value, fine_value, "null"),
+        (&sink, broken_sink, fine_sink, r#"{"oneofString":"x"}"#),
+    ] {
+        assert!(schema.validate_protobuf(desc, broken, &opts).is_err());
+        for to in [Format::Json, Format::Msgpack] {
+            let mut out = Vec::new();
+            let e = schema
+                .from_protobuf(desc, to, broken, &mut out, &opts)
+                .expect_err(desc.full_name());
+            assert!(e.to_string().contains("truncated varint"), "{e}");
+        }
+        assert!(schema.validate_protobuf(desc, fine, &opts).is_ok());
+        let mut out = Vec::new();
+        schema
+            .from_protobuf(desc, Format::Json, fine, &mut out, &opts)
+            .unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+    }
+}
