@@ -32,8 +32,14 @@ pub(crate) fn message(
         let checked = match &kind {
             Kind::Message(m) if wt == wire::LEN => {
                 let (b, at) = r.len_delimited()?;
-                message(m, b, at, depth_left - 1, limit)
-                    .map_err(|e| e.at_field(field.json_name()))?;
+                // A map entry is not a level of its own: the renderer and the encoders count
+                // the messages a map holds, not its entries, and so does this check.
+                let below = if field.is_map() {
+                    depth_left
+                } else {
+                    depth_left - 1
+                };
+                message(m, b, at, below, limit).map_err(|e| e.at_field(field.json_name()))?;
                 true
             }
             Kind::Message(_) => false,

@@ -465,3 +465,66 @@ fn a_malformed_oneof_member_is_an_error_even_when_a_later_member_replaces_it() {
         assert_eq!(String::from_utf8(out).unwrap(), want);
     }
 }
+
+/// Every path counts nesting the same way (messages, not map entries), so whatever JSON the
+/// encoder accepts under a depth limit, the protobuf it writes validates and renders under
+/// that limit, and nothing deeper is accepted anywhere. Found by the json_to_protobuf fuzz
+/// target: a Struct of one string accepted under a limit of 2, its protobuf refused ("nesting
+/// deeper than 2 levels": the check counted the map entry as a level).
+#[test]
+fn json_accepted_under_a_depth_limit_validates_and_renders_under_it() {
+    let schema = kitchen_sink();
+    let node = schema.message("protogate.test.v1.Node").unwrap();
+    let strukt = schema.message("google.protobuf.Struct").unwrap();
+    let cases = [
+        (&node, r#"{"byName":{"a":{"byName":{"b":{"value":1}}}}}"#, 3),
+        (&node, r#"{"child":{"byName":{"a":{}}}}"#, 3),
+        (&strukt, r#"{"a":"x"}"#, 2),
+        (&strukt, r#"{"a":{"b":["x",{"c":null}]}}"#, 8),
+    ];
+    for (desc, json, levels) in cases {
+        for max_depth in 1..=levels + 1 {
+            let opts = Options {
+                max_depth,
+                ..Options::default()
+            };
+            let mut pb = Vec::new();
+            let accepted = schema
+                .to_protobuf(desc, Format::Json, json.as_bytes(), &mut pb, &opts)
+                .is_ok();
+            assert_eq!(accepted, max_depth >= levels, "{json} under {max_depth}");
+            if !accepted {
+                continue;
+            }
+            assert!(
+                schema.validate_protobuf(desc, &pb, &opts).is_ok(),
+                "{json} under {max_depth}"
+            );
+            let mut out = Vec::new();
+            assert!(
+                schema
+                    .from_protobuf(desc, Format::Json, &pb, &mut out, &opts)
+                    .is_ok(),
+                "{json} under {max_depth}"
+            );
+            // One level less refuses the same protobuf in both checks.
+            let tighter = Options {
+                max_depth: max_depth - 1,
+                ..Options::default()
+            };
+            if max_depth == levels && levels > 1 {
+                assert!(
+                    schema.validate_protobuf(desc, &pb, &tighter).is_err(),
+                    "{json}"
+                );
+                let mut out = Vec::new();
+                assert!(
+                    schema
+                        .from_protobuf(desc, Format::Json, &pb, &mut out, &tighter)
+                        .is_err(),
+                    "{json}"
+                );
+            }
+        }
+    }
+}
