@@ -141,6 +141,14 @@ impl<'a> Encoder<'a> {
                             In::F64(f) | In::BigInt(f) => *f,
                             _ => unreachable!(),
                         };
+                        // What JSON cannot hold in a Value (MessagePack can send it): refused
+                        // here, as the JSON renderer would refuse to write it back.
+                        if !n.is_finite() {
+                            return Err(Error::invalid(
+                                "a finite number (google.protobuf.Value)",
+                                n.to_string(),
+                            ));
+                        }
                         put_tag(out, 2, wire::I64);
                         out.extend_from_slice(&n.to_le_bytes());
                     }

@@ -528,3 +528,38 @@ fn json_accepted_under_a_depth_limit_validates_and_renders_under_it() {
         }
     }
 }
+
+/// MessagePack can carry NaN and the infinities where JSON cannot: in a plain double they
+/// travel (JSON writes them as strings), in a google.protobuf.Value they are refused on the
+/// way in, as JSON could not write them back. Found by the msgpack_to_protobuf fuzz target.
+#[test]
+fn a_value_refuses_a_number_json_cannot_hold() {
+    let schema = kitchen_sink();
+    let opts = Options::default();
+    let list = schema.message("google.protobuf.ListValue").unwrap();
+    for x in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let mut mp = vec![0x91, 0xcb];
+        mp.extend_from_slice(&x.to_be_bytes());
+        let mut out = Vec::new();
+        let e = schema
+            .to_protobuf(&list, Format::Msgpack, &mp, &mut out, &opts)
+            .unwrap_err();
+        assert!(e.to_string().contains("finite number"), "{x}: {e}");
+    }
+    let mut mp = vec![0x91, 0xcb];
+    mp.extend_from_slice(&1.5f64.to_be_bytes());
+    let mut out = Vec::new();
+    schema
+        .to_protobuf(&list, Format::Msgpack, &mp, &mut out, &opts)
+        .unwrap();
+    // A plain double keeps them.
+    let sink = schema.message("protogate.test.v1.KitchenSink").unwrap();
+    let mut mp = vec![0x81, 0xa7];
+    mp.extend_from_slice(b"fDouble");
+    mp.push(0xcb);
+    mp.extend_from_slice(&f64::NAN.to_be_bytes());
+    let mut out = Vec::new();
+    schema
+        .to_protobuf(&sink, Format::Msgpack, &mp, &mut out, &opts)
+        .unwrap();
+}
