@@ -483,47 +483,43 @@ fn json_accepted_under_a_depth_limit_validates_and_renders_under_it() {
         (&strukt, r#"{"a":{"b":["x",{"c":null}]}}"#, 8),
     ];
     for (desc, json, levels) in cases {
+        let limit = |max_depth| Options {
+            max_depth,
+            ..Options::default()
+        };
+        // The protobuf validates, and renders, under `opts`.
+        let checks = |pb: &[u8], opts: &Options| {
+            let mut out = Vec::new();
+            (
+                schema.validate_protobuf(desc, pb, opts).is_ok(),
+                schema
+                    .from_protobuf(desc, Format::Json, pb, &mut out, opts)
+                    .is_ok(),
+            )
+        };
         for max_depth in 1..=levels + 1 {
-            let opts = Options {
-                max_depth,
-                ..Options::default()
-            };
             let mut pb = Vec::new();
             let accepted = schema
-                .to_protobuf(desc, Format::Json, json.as_bytes(), &mut pb, &opts)
+                .to_protobuf(
+                    desc,
+                    Format::Json,
+                    json.as_bytes(),
+                    &mut pb,
+                    &limit(max_depth),
+                )
                 .is_ok();
             assert_eq!(accepted, max_depth >= levels, "{json} under {max_depth}");
             if !accepted {
                 continue;
             }
-            assert!(
-                schema.validate_protobuf(desc, &pb, &opts).is_ok(),
-                "{json} under {max_depth}"
-            );
-            let mut out = Vec::new();
-            assert!(
-                schema
-                    .from_protobuf(desc, Format::Json, &pb, &mut out, &opts)
-                    .is_ok(),
+            assert_eq!(
+                checks(&pb, &limit(max_depth)),
+                (true, true),
                 "{json} under {max_depth}"
             );
             // One level less refuses the same protobuf in both checks.
-            let tighter = Options {
-                max_depth: max_depth - 1,
-                ..Options::default()
-            };
             if max_depth == levels && levels > 1 {
-                assert!(
-                    schema.validate_protobuf(desc, &pb, &tighter).is_err(),
-                    "{json}"
-                );
-                let mut out = Vec::new();
-                assert!(
-                    schema
-                        .from_protobuf(desc, Format::Json, &pb, &mut out, &tighter)
-                        .is_err(),
-                    "{json}"
-                );
+                assert_eq!(checks(&pb, &limit(max_depth - 1)), (false, false), "{json}");
             }
         }
     }

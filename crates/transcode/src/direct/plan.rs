@@ -304,11 +304,10 @@ impl MsgPlan {
                     .collect(),
             )
         };
+        // At most 15 fields (numbers 1 to 15), all in the tag table.
         let flat = !special
-            && fields.len() < usize::from(u16::MAX)
             && fields.iter().all(|f| {
                 f.card == Card::Single
-                    && f.message.is_none()
                     && f.op != Op::Message
                     && f.oneof.is_none()
                     && (1..16).contains(&f.number)
