@@ -107,6 +107,11 @@ fn fast_path_scalar_edges_agree() {
         "truee",
         "\"12a\"",
         "\"12\\u0033\"",
+        "\"0\"",
+        "\"--1\"",
+        "\"-999999999999999999\"",
+        "\"1\\\"\"",
+        "\"1.\"",
     ];
     // Strings around the lengths where the fast path's fixed-size copies and one-byte
     // lengths end, ASCII and not.
