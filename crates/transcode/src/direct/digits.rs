@@ -1,7 +1,7 @@
 //! Decimal digits to numbers, for both direct sources: digit runs, strings of digits, and
 //! decimal fractions divided exactly. Digits are read one at a time: reading eight at a time
 //! in one 64-bit word (SWAR) measured no faster on the workloads' numbers, which are short
-//! (BENCHMARKS.md, session 11).
+//! (BENCHMARKS.md, sessions 11 and 14).
 
 /// 10^0 to 10^19: every power of ten a u64 holds.
 pub(crate) const POW10: [u64; 20] = {
