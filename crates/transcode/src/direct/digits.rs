@@ -56,27 +56,28 @@ pub(crate) fn decimal_run(b: &[u8], start: usize, mut mag: u64) -> (usize, u64) 
     (i, mag)
 }
 
+/// An integer of 1 to 18 decimal digits, optionally negative (always an i64), at
+/// `b[start..]`: its value and where its digits end (what follows is the caller's to check).
+#[inline(always)]
+pub(crate) fn integer_run(b: &[u8], start: usize) -> Option<(i64, usize)> {
+    let neg = b.get(start) == Some(&b'-');
+    let digits = start + usize::from(neg);
+    let (end, mag) = decimal_run(b, digits, 0);
+    if !(1..=18).contains(&(end - digits)) {
+        return None;
+    }
+    // At most 18 digits: below 10^18 < 2^63.
+    let v = mag as i64;
+    Some((if neg { -v } else { v }, end))
+}
+
 /// A string of 1 to 18 decimal digits, optionally negative (always an i64).
 #[inline]
 pub(crate) fn plain_integer(b: &[u8]) -> Option<i64> {
-    let (neg, digits) = match b.first() {
-        Some(b'-') => (true, &b[1..]),
-        _ => (false, b),
-    };
-    if digits.is_empty() || digits.len() > 18 {
-        return None;
+    match integer_run(b, 0)? {
+        (v, end) if end == b.len() => Some(v),
+        _ => None,
     }
-    let mut v: u64 = 0;
-    for &c in digits {
-        let d = c.wrapping_sub(b'0');
-        if d > 9 {
-            return None;
-        }
-        v = v * 10 + u64::from(d);
-    }
-    // At most 18 digits: below 10^18 < 2^63.
-    let v = v as i64;
-    Some(if neg { -v } else { v })
 }
 
 #[cfg(test)]

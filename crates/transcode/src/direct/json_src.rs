@@ -2,7 +2,7 @@
 //! what serde_json (the reference's parser) accepts and yields the same numbers.
 
 use super::Bail;
-use super::digits::{decimal_run, div_pow10};
+use super::digits::{decimal_run, div_pow10, integer_run};
 use super::encode::{put_int_field, put_plain, put_str_field, put_tag_bytes};
 use super::plan::{FieldPlan, MsgPlan};
 use super::source::{R, Source};
@@ -419,17 +419,15 @@ impl<'a> Source<'a> for JsonSrc<'a> {
             (Op::Str | Op::Bool | Op::Bytes | Op::Enum | Op::Message, _) => return Ok(false),
             (Op::Double | Op::Float, b'"') => return Ok(false),
             (_, b'"') => {
-                // An integer field's value as a string of 1 to 18 digits (an i64), read in
-                // one pass up to the closing quote (what `plain_integer` accepts).
-                let b = self.input;
-                let neg = b.get(at + 1) == Some(&b'-');
-                let start = at + 1 + usize::from(neg);
-                let (end, mag) = decimal_run(b, start, 0);
-                if !(1..=18).contains(&(end - start)) || b.get(end) != Some(&b'"') {
+                // An integer field's value as a string of digits, read in one pass up to
+                // the closing quote (no scan for the string's end first).
+                let Some((v, end)) = integer_run(self.input, at + 1) else {
+                    return Ok(false);
+                };
+                if self.input.get(end) != Some(&b'"') {
                     return Ok(false);
                 }
-                let v = mag as i64;
-                put_int_field(out, &field.tag, field.op, if neg { -v } else { v }, always)?;
+                put_int_field(out, &field.tag, field.op, v, always)?;
                 self.pos = end + 1;
                 return Ok(true);
             }
