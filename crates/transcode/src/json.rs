@@ -189,10 +189,23 @@ pub(crate) fn write_f64(out: &mut Vec<u8>, x: f64) {
         out.extend_from_slice(b".0");
     } else if x.is_finite() {
         if !short_decimal(out, x) {
-            out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
+            write_shortest(out, x);
         }
     } else {
         write_float(out, x, String::new);
+    }
+}
+
+/// A finite double's shortest round-trip digits as ryu writes them. zmij (Schubfach) finds
+/// the same digits in about half of ryu's instructions (192 against 339 per 17-digit value,
+/// callgrind) and writes them the same way except for a `+` in positive exponents
+/// (`1e+16`), which only values from 10^16 up have: those stay with ryu.
+#[inline]
+fn write_shortest(out: &mut Vec<u8>, x: f64) {
+    if x.abs() < 1e16 {
+        out.extend_from_slice(zmij::Buffer::new().format_finite(x).as_bytes());
+    } else {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
     }
 }
 
@@ -527,6 +540,28 @@ mod tests {
             values.push(f64::from_bits(v.to_bits().wrapping_sub(1)));
         }
         assert_all_as_ryu(values.into_iter().filter(|x| x.is_finite()));
+    }
+
+    /// Doubles past the short paths (zmij below 10^16, ryu above): the notation's edges
+    /// and their neighbours, extremes, subnormals and 17-digit values such as latencies.
+    #[test]
+    fn shortest_doubles_print_as_ryu_prints_them() {
+        let mut next = xorshift(0x5eed_f0d0_ab1e_5eedu64);
+        let mut values = vec![f64::MAX, f64::MIN_POSITIVE, 5e-324, 1.2e-322, 0.1 + 0.2];
+        for edge in [1e16f64, 1e15, 1e-5, 1e-6, 1e-4, 1e21, 1e22, 1e-7] {
+            for x in [edge, -edge] {
+                for d in 0..4u64 {
+                    values.push(f64::from_bits(x.to_bits() + d));
+                    values.push(f64::from_bits(x.to_bits() - d));
+                }
+            }
+        }
+        for _ in 0..200_000 {
+            values.push((next() >> 11) as f64 / (1u64 << 53) as f64 * 200.0);
+            let e = next() % 40;
+            values.push((next() >> 11) as f64 * 10f64.powi(e as i32 - 30));
+        }
+        assert_all_as_ryu(values);
     }
 
     #[test]
