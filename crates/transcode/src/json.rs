@@ -388,16 +388,44 @@ pub(crate) fn write_str_bytes(out: &mut Vec<u8>, b: &[u8]) -> bool {
 /// after the string in its buffer). A string of up to 32 bytes with nothing to escape and no
 /// byte ≥ 0x80 (most names, ids, levels) is checked as whole words read from the window and
 /// copied as a fixed 16 or 32 bytes: no loop over its bytes and no call to `memcpy`. Longer
-/// strings, strings to escape or to validate, and those too near their buffer's end go to
-/// `write_str_bytes`.
+/// strings are copied the same way 32 bytes at a time while they are plain ([`copy_runs`]);
+/// strings to escape or to validate, and those too near their buffer's end, go to
+/// `write_str_bytes` (from the first chunk that is not plain, for long ones).
 #[inline]
 pub(crate) fn write_str_window(out: &mut Vec<u8>, window: &[u8], len: usize) -> bool {
     let copied = match len {
         0..=16 => copy_plain::<16>(out, window, len),
         17..=32 => copy_plain::<32>(out, window, len),
-        _ => false,
+        _ => return copy_runs(out, window, len),
     };
     copied || write_str_bytes(out, &window[..len])
+}
+
+/// A string of over 32 bytes (`len` bytes of `window`): quoted, its plain 32-byte chunks
+/// copied whole while the window holds them, the truncation undoing what was copied past its
+/// end; from the first chunk that is not plain on, [`escaped_body`] writes the rest (the
+/// bytes before it are ASCII, so validation may start there). False, with `out` partly
+/// written, if the string is not UTF-8.
+fn copy_runs(out: &mut Vec<u8>, window: &[u8], len: usize) -> bool {
+    out.push(b'"');
+    let mut i = 0;
+    while i < len {
+        let Some(w) = window.get(i..).and_then(<[u8]>::first_chunk::<32>) else {
+            break;
+        };
+        if !plain_ascii(w, len - i) {
+            break;
+        }
+        out.extend_from_slice(w);
+        i += 32;
+    }
+    if i >= len {
+        out.truncate(out.len() - (i - len));
+    } else if !escaped_body(out, &window[i..len], false) {
+        return false;
+    }
+    out.push(b'"');
+    true
 }
 
 /// The string (`len` bytes of `window`) quoted, copied as a fixed `N` bytes and a truncation,
@@ -442,9 +470,19 @@ fn plain_ascii<const N: usize>(w: &[u8; N], len: usize) -> bool {
     true
 }
 
-fn write_escaped(out: &mut Vec<u8>, s: &[u8], mut validated: bool) -> bool {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+fn write_escaped(out: &mut Vec<u8>, s: &[u8], validated: bool) -> bool {
     out.push(b'"');
+    if !escaped_body(out, s, validated) {
+        return false;
+    }
+    out.push(b'"');
+    true
+}
+
+/// `s` escaped, without quotes; unless `validated`, checked for UTF-8 on the way (false, with
+/// `out` partly written, if it is not).
+fn escaped_body(out: &mut Vec<u8>, s: &[u8], mut validated: bool) -> bool {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut rest = s;
     loop {
         let n = special_or_high(rest, !validated);
@@ -478,7 +516,6 @@ fn write_escaped(out: &mut Vec<u8>, s: &[u8], mut validated: bool) -> bool {
         }
         rest = &rest[n + 1..];
     }
-    out.push(b'"');
     true
 }
 
@@ -589,12 +626,12 @@ mod tests {
     }
 
     /// A string written from a window agrees with the careful path, byte for byte and in
-    /// its answer, for every length up to 40 with special, non-ASCII and invalid bytes at
+    /// its answer, for every length up to 100 (several chunks) with special, non-ASCII and invalid bytes at
     /// any place and any bytes after the string in its window (or none).
     #[test]
     fn strings_from_a_window_write_as_the_careful_path() {
         let mut next = xorshift(0x2545_f491_4f6c_dd1d);
-        for len in 0..=40usize {
+        for len in 0..=100usize {
             for _ in 0..400 {
                 let extra = (next() % 40) as usize;
                 // Special bytes common, or rare (most strings then plain).

@@ -289,6 +289,47 @@ fn patch_long_len(out: &mut Vec<u8>, len_at: usize, len: usize) {
 mod tests {
     use super::*;
 
+    /// Every varint length from 1 to 10 bytes, alone, followed by other bytes and cut short,
+    /// reads back as prost decodes it (value, length, or an error).
+    #[test]
+    fn varints_read_as_prost_reads_them() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..200_000 {
+            let v = next() >> (next() % 64);
+            let mut bytes = Vec::new();
+            put_varint(&mut bytes, v);
+            let cut = (next() % (bytes.len() as u64 + 1)) as usize;
+            let tail = (next() % 12) as usize;
+            let mut input = bytes[..cut].to_vec();
+            input
+                .extend((0..tail).map(|_| next() as u8 | if cut < bytes.len() { 0x80 } else { 0 }));
+            let mut r = Reader::new(&input, 0);
+            let got = r.varint();
+            let mut buf = input.as_slice();
+            match prost::encoding::decode_varint(&mut buf) {
+                Ok(want) => {
+                    assert_eq!(got.ok(), Some(want), "{input:02x?}");
+                    assert_eq!(r.pos, input.len() - buf.len(), "{input:02x?}");
+                }
+                Err(_) => assert!(got.is_err(), "{input:02x?}"),
+            }
+        }
+        // Ten-byte varints: the last byte may only carry the top bit.
+        for last in [0x01u8, 0x02, 0x7f] {
+            let mut input = vec![0xff; 9];
+            input.push(last);
+            let got = Reader::new(&input, 0).varint();
+            let want = prost::encoding::decode_varint(&mut input.as_slice());
+            assert_eq!(got.ok(), want.ok(), "{last:#x}");
+        }
+    }
+
     #[test]
     fn varint_len_counts_put_varint() {
         for v in [0u64, 1, 127, 128, 16_383, 16_384, u32::MAX as u64, u64::MAX] {
