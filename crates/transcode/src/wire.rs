@@ -330,6 +330,28 @@ mod tests {
         }
     }
 
+    /// put_varint writes what prost writes, at every length.
+    #[test]
+    fn varints_write_as_prost_writes_them() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..200_000u64 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let v = if i < 64 {
+                1u64 << i
+            } else {
+                seed >> (seed % 64)
+            };
+            for v in [v, v.wrapping_sub(1)] {
+                let (mut ours, mut want) = (vec![7u8], vec![7u8]);
+                put_varint(&mut ours, v);
+                prost::encoding::encode_varint(v, &mut want);
+                assert_eq!(ours, want, "{v}");
+            }
+        }
+    }
+
     #[test]
     fn varint_len_counts_put_varint() {
         for v in [0u64, 1, 127, 128, 16_383, 16_384, u32::MAX as u64, u64::MAX] {
