@@ -1,5 +1,5 @@
 //! Decimal digits to numbers, for both direct sources: digit runs, strings of digits, and
-//! decimal fractions divided exactly. Digits are read one at a time: reading eight at a time
+//! decimal fractions correctly rounded. Digits are read one at a time: reading eight at a time
 //! in one 64-bit word (SWAR) measured no faster on the workloads' numbers, which are short
 //! (BENCHMARKS.md, sessions 11 and 14).
 

@@ -672,6 +672,15 @@ impl<'c> Gen<'c> {
                 let unit = *self.rng.pick(&["x", "\u{e9}", "\u{1F600}", "ab\"c\\"]);
                 unit.repeat(n / unit.len().max(1))
             }
+            18 => {
+                // Plain ASCII across one to three of the renderer's 32-byte chunks, then a
+                // byte to escape or a character past ASCII at any place after it.
+                let plain = "p".repeat(self.rng.irange(28, 100) as usize);
+                let odd = *self
+                    .rng
+                    .pick(&["\"", "\\", "\n", "\u{1}", "\u{e9}", "\u{1F600}", "x"]);
+                format!("{plain}{odd}{}", "q".repeat(self.rng.below(40) as usize))
+            }
             _ => {
                 let n = self.rng.irange(1, 12);
                 (0..n)

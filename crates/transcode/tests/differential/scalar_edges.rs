@@ -7,7 +7,7 @@ use crate::harness::{Outcome, diff};
 
 /// Scalar values at the edges of the direct encoder's fast paths (integers as numbers and
 /// strings at the 18/19-digit and 32/64-bit bounds, `-0`, floats at the float32 bound,
-/// fractions at the exact-division bound, strings, booleans, base64, enum names and numbers)
+/// fractions at the exact-division bound and at 16-19 significant digits, strings, booleans, base64, enum names and numbers)
 /// in every scalar field kind — implicit presence, explicit presence and packed — agree with
 /// the reference, over compact and spaced JSON, and with input that ends right after a value
 /// or a key. Strings of 15 to 129 bytes cross the fixed-size copies and one-byte lengths.
@@ -75,6 +75,18 @@ fn fast_path_scalar_edges_agree() {
         "0.9007199254740993",
         "1.2345678901234567",
         "123456789012345678.9",
+        // 16-19 significant digits (the reciprocal multiplication and its ties).
+        "18.016010181088284",
+        "148.7013839806217",
+        "9007199254740993.0",
+        "9007199254740995.0",
+        "18014398509481985.0",
+        "0.100000000000000005",
+        "0.1000000000000000055511151231257827",
+        "1.7976931348623157",
+        "9999999999999999.999",
+        "-0.0000000000000000001",
+        "0.9999999999999999999",
         "3.4028235e38",
         "3.4028236e38",
         "-3.4028236e38",
