@@ -185,9 +185,10 @@ pub(crate) struct FieldPlan {
     pub(crate) map_value: Option<(Kind, Option<usize>)>,
     /// The tag as written (LEN for packed lists, strings, messages, map entries).
     pub(crate) tag: Vec<u8>,
-    /// `"jsonName":` and `"proto_name":`, escaped.
+    /// `,"jsonName":` and `,"proto_name":`, escaped: every key is written with a comma
+    /// before it, and an object's first comma becomes its `{` when it ends (`sink::Json`).
     pub(crate) json_key: Short,
-    /// `json_key` for matching compact JSON input.
+    /// `json_key` without its comma, for matching compact JSON input.
     pub(crate) json_key_words: KeyWords,
     pub(crate) proto_key: Short,
     /// The same names as MessagePack strings.
@@ -438,8 +439,8 @@ fn field_plan(
         map_key,
         tag,
         json_key_words: KeyWords::new(&json_key),
-        json_key: Short::new(json_key),
-        proto_key: Short::new(quoted_key(f.name())),
+        json_key: Short::new([&b","[..], &json_key].concat()),
+        proto_key: Short::new([&b","[..], &quoted_key(f.name())].concat()),
         mp_json_key_words: KeyWords::new(&mp_json_key),
         mp_json_key: Short::new(mp_json_key),
         mp_proto_key: Short::new(mp_key(f.name())),

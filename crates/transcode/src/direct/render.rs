@@ -145,7 +145,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                     return false;
                 };
                 if field.presence || !b.is_empty() {
-                    self.sink.key(out, field, names, count);
+                    self.sink.key(out, field, names);
                     count += 1;
                     if !self.sink.str_bytes(out, self.window(b), b.len()) {
                         return false;
@@ -186,8 +186,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
             return false;
         };
         if field.presence || !is_default(v) {
-            self.sink
-                .key(out, field, self.opts.proto_field_names, *count);
+            self.sink.key(out, field, self.opts.proto_field_names);
             *count += 1;
             self.sink.value(out, field, v, self.opts.enum_numbers);
         }
@@ -280,7 +279,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                             return Err(Bail);
                         }
                         let (sub, _) = r.len_delimited().map_err(|_| Bail)?;
-                        self.sink.key(out, field, names, count);
+                        self.sink.key(out, field, names);
                         count += 1;
                         let here = Path {
                             seg: Seg::Field(&field.json_name),
@@ -294,7 +293,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                         }
                         let (b, _) = r.len_delimited().map_err(|_| Bail)?;
                         if field.presence || !b.is_empty() {
-                            self.sink.key(out, field, names, count);
+                            self.sink.key(out, field, names);
                             count += 1;
                             if !self.sink.str_bytes(out, self.window(b), b.len()) {
                                 return Err(Bail);
@@ -306,7 +305,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                         }
                         let v = read_scalar(field.op, &mut r).map_err(|_| Bail)?;
                         if field.presence || !is_default(v) {
-                            self.sink.key(out, field, names, count);
+                            self.sink.key(out, field, names);
                             count += 1;
                             self.sink.value(out, field, v, self.opts.enum_numbers);
                         }
@@ -372,7 +371,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                     }
                     let (entry, _) = r.len_delimited().map_err(|_| Bail)?;
                     if container.is_none() {
-                        self.sink.key(out, field, names, count);
+                        self.sink.key(out, field, names);
                         count += 1;
                         container = Some(self.sink.begin_map(out));
                     }
@@ -412,8 +411,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
         out: &mut Vec<u8>,
     ) {
         if container.is_none() {
-            self.sink
-                .key(out, field, self.opts.proto_field_names, *count);
+            self.sink.key(out, field, self.opts.proto_field_names);
             *count += 1;
             *container = Some(self.sink.begin_array(out));
         }

@@ -11,8 +11,8 @@ pub(crate) trait Sink {
     fn begin_object(&self, out: &mut Vec<u8>) -> usize;
     /// Ends an object of `count` fields.
     fn end_object(&self, out: &mut Vec<u8>, mark: usize, count: usize);
-    /// A field's key; `count` fields were written before it.
-    fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool, count: usize);
+    /// A field's key.
+    fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool);
     fn begin_array(&self, out: &mut Vec<u8>) -> usize;
     fn end_array(&self, out: &mut Vec<u8>, mark: usize, count: usize);
     /// Before element `index` of an array.
@@ -34,22 +34,26 @@ pub(crate) trait Sink {
 pub(crate) struct Json;
 
 impl Sink for Json {
+    /// Nothing yet: every key comes with a comma before it ([`FieldPlan::json_key`]), and
+    /// `end_object` turns the first into the `{` (no test per key whether it is the first).
     #[inline]
     fn begin_object(&self, out: &mut Vec<u8>) -> usize {
-        out.push(b'{');
-        0
+        out.len()
     }
 
     #[inline]
-    fn end_object(&self, out: &mut Vec<u8>, _: usize, _: usize) {
-        out.push(b'}');
+    fn end_object(&self, out: &mut Vec<u8>, mark: usize, count: usize) {
+        match out.get_mut(mark) {
+            Some(first) if count > 0 => {
+                *first = b'{';
+                out.push(b'}');
+            }
+            _ => out.extend_from_slice(b"{}"),
+        }
     }
 
     #[inline(always)]
-    fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool, count: usize) {
-        if count > 0 {
-            out.push(b',');
-        }
+    fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool) {
         if proto_names {
             field.proto_key.put(out)
         } else {
@@ -76,11 +80,12 @@ impl Sink for Json {
     }
 
     fn begin_map(&self, out: &mut Vec<u8>) -> usize {
-        self.begin_object(out)
+        out.push(b'{');
+        0
     }
 
-    fn end_map(&self, out: &mut Vec<u8>, mark: usize, count: usize) {
-        self.end_object(out, mark, count)
+    fn end_map(&self, out: &mut Vec<u8>, _: usize, _: usize) {
+        out.push(b'}');
     }
 
     fn map_key(&self, out: &mut Vec<u8>, key: &str, index: usize) {
@@ -174,7 +179,7 @@ impl Sink for Msgpack {
     }
 
     #[inline(always)]
-    fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool, _: usize) {
+    fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool) {
         if proto_names {
             field.mp_proto_key.put(out)
         } else {
