@@ -626,8 +626,9 @@ mod tests {
     }
 
     /// A string written from a window agrees with the careful path, byte for byte and in
-    /// its answer, for every length up to 100 (several chunks) with special, non-ASCII and invalid bytes at
-    /// any place and any bytes after the string in its window (or none).
+    /// its answer, for every length up to 100 (several 32-byte chunks) with special,
+    /// non-ASCII and invalid bytes at any place and any bytes after the string in its window
+    /// (or none).
     #[test]
     fn strings_from_a_window_write_as_the_careful_path() {
         let mut next = xorshift(0x2545_f491_4f6c_dd1d);
