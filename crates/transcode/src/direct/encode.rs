@@ -56,15 +56,23 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
             return Err(Bail);
         }
         let mut open = self.src.object()?;
-        let mut seen = [0u64; 4];
+        // Fields seen so far: the first 64 in a word of their own (kept in a register), the
+        // rest (plans hold at most 256) in three more.
+        let mut seen = 0u64;
+        let mut seen_high = [0u64; 3];
         let mut oneofs = 0u64;
         let mut hint = 0usize;
         while let Some(fi) = self.src.next_field(&mut open, plan, hint)? {
-            let (word, bit) = (fi / 64, 1u64 << (fi % 64));
-            if seen[word] & bit != 0 {
+            let bit = 1u64 << (fi % 64);
+            let word = if fi < 64 {
+                &mut seen
+            } else {
+                seen_high.get_mut(fi / 64 - 1).ok_or(Bail)?
+            };
+            if *word & bit != 0 {
                 return Err(Bail);
             }
-            seen[word] |= bit;
+            *word |= bit;
             hint = fi + 1;
             let field = &plan.fields[fi];
             if self.src.peek_null() {
