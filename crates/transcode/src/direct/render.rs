@@ -325,7 +325,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                         let tag = (number < 16).then_some(((number as u8) << 3) | wt);
                         loop {
                             let (sub, _) = r.len_delimited().map_err(|_| Bail)?;
-                            self.element(field, &mut container, &mut count, elems, out);
+                            self.element(field, &mut container, &mut count, out);
                             let here = Path {
                                 seg: Seg::Index(elems),
                                 parent: Some(&list),
@@ -341,7 +341,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                         let mut pr = Reader::new(packed, 0);
                         while !pr.is_empty() {
                             let v = read_scalar(field.op, &mut pr).map_err(|_| Bail)?;
-                            self.element(field, &mut container, &mut count, elems, out);
+                            self.element(field, &mut container, &mut count, out);
                             self.sink.value(out, field, v, self.opts.enum_numbers);
                             elems += 1;
                         }
@@ -350,7 +350,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                             return Err(Bail);
                         }
                         let (b, _) = r.len_delimited().map_err(|_| Bail)?;
-                        self.element(field, &mut container, &mut count, elems, out);
+                        self.element(field, &mut container, &mut count, out);
                         if !self.sink.str_bytes(out, self.window(b), b.len()) {
                             return Err(Bail);
                         }
@@ -360,7 +360,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                             return Err(Bail);
                         }
                         let v = read_scalar(field.op, &mut r).map_err(|_| Bail)?;
-                        self.element(field, &mut container, &mut count, elems, out);
+                        self.element(field, &mut container, &mut count, out);
                         self.sink.value(out, field, v, self.opts.enum_numbers);
                         elems += 1;
                     }
@@ -376,7 +376,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                         container = Some(self.sink.begin_map(out));
                     }
                     let keys = map_keys.get_or_insert_with(HashSet::new);
-                    self.map_entry(field, entry, keys, elems, out, path)?;
+                    self.map_entry(field, entry, keys, out, path)?;
                     elems += 1;
                 }
             }
@@ -407,7 +407,6 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
         field: &FieldPlan,
         container: &mut Option<usize>,
         count: &mut usize,
-        index: usize,
         out: &mut Vec<u8>,
     ) {
         if container.is_none() {
@@ -415,7 +414,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
             *count += 1;
             *container = Some(self.sink.begin_array(out));
         }
-        self.sink.element(out, index);
+        self.sink.element(out);
     }
 
     /// Ends an open list or map (an empty run wrote nothing, not even its key).
@@ -434,7 +433,6 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
         field: &'p FieldPlan,
         entry: &'i [u8],
         keys: &mut HashSet<u64>,
-        index: usize,
         out: &mut Vec<u8>,
         path: Option<&Path<'_>>,
     ) -> R<()> {
@@ -480,7 +478,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
         if !keys.insert(super::fnv(key_text.as_bytes())) {
             return Err(Bail);
         }
-        self.sink.map_key(out, key_text, index);
+        self.sink.map_key(out, key_text);
         match value_plan {
             Some(m) => {
                 let map = Path {

@@ -15,12 +15,12 @@ pub(crate) trait Sink {
     fn key(&self, out: &mut Vec<u8>, field: &FieldPlan, proto_names: bool);
     fn begin_array(&self, out: &mut Vec<u8>) -> usize;
     fn end_array(&self, out: &mut Vec<u8>, mark: usize, count: usize);
-    /// Before element `index` of an array.
-    fn element(&self, out: &mut Vec<u8>, index: usize);
+    /// Before each element of an array.
+    fn element(&self, out: &mut Vec<u8>);
     fn begin_map(&self, out: &mut Vec<u8>) -> usize;
     fn end_map(&self, out: &mut Vec<u8>, mark: usize, count: usize);
-    /// The key of entry `index` of a map field.
-    fn map_key(&self, out: &mut Vec<u8>, key: &str, index: usize);
+    /// The key of an entry of a map field.
+    fn map_key(&self, out: &mut Vec<u8>, key: &str);
     /// A scalar value of `field` (an enum's name from the plan).
     fn value(&self, out: &mut Vec<u8>, field: &FieldPlan, v: Scalar<'_>, enum_numbers: bool);
     /// A string field's bytes, the first `len` of `window` (which may hold the bytes after
@@ -34,8 +34,9 @@ pub(crate) trait Sink {
 pub(crate) struct Json;
 
 impl Sink for Json {
-    /// Nothing yet: every key comes with a comma before it ([`FieldPlan::json_key`]), and
-    /// `end_object` turns the first into the `{` (no test per key whether it is the first).
+    /// Nothing yet: every member of a container comes with a comma before it (a key with the
+    /// one pre-encoded in [`FieldPlan::json_key`]), and the end turns the first comma into the
+    /// opening bracket ([`close`]): no test per member whether it is the first.
     #[inline]
     fn begin_object(&self, out: &mut Vec<u8>) -> usize {
         out.len()
@@ -43,13 +44,7 @@ impl Sink for Json {
 
     #[inline]
     fn end_object(&self, out: &mut Vec<u8>, mark: usize, count: usize) {
-        match out.get_mut(mark) {
-            Some(first) if count > 0 => {
-                *first = b'{';
-                out.push(b'}');
-            }
-            _ => out.extend_from_slice(b"{}"),
-        }
+        close(out, mark, count, b'{', b'}');
     }
 
     #[inline(always)]
@@ -63,35 +58,29 @@ impl Sink for Json {
 
     #[inline]
     fn begin_array(&self, out: &mut Vec<u8>) -> usize {
-        out.push(b'[');
-        0
+        out.len()
     }
 
     #[inline]
-    fn end_array(&self, out: &mut Vec<u8>, _: usize, _: usize) {
-        out.push(b']');
+    fn end_array(&self, out: &mut Vec<u8>, mark: usize, count: usize) {
+        close(out, mark, count, b'[', b']');
     }
 
     #[inline]
-    fn element(&self, out: &mut Vec<u8>, index: usize) {
-        if index > 0 {
-            out.push(b',');
-        }
+    fn element(&self, out: &mut Vec<u8>) {
+        out.push(b',');
     }
 
     fn begin_map(&self, out: &mut Vec<u8>) -> usize {
-        out.push(b'{');
-        0
+        self.begin_object(out)
     }
 
-    fn end_map(&self, out: &mut Vec<u8>, _: usize, _: usize) {
-        out.push(b'}');
+    fn end_map(&self, out: &mut Vec<u8>, mark: usize, count: usize) {
+        self.end_object(out, mark, count)
     }
 
-    fn map_key(&self, out: &mut Vec<u8>, key: &str, index: usize) {
-        if index > 0 {
-            out.push(b',');
-        }
+    fn map_key(&self, out: &mut Vec<u8>, key: &str) {
+        out.push(b',');
         write_str(out, key);
         out.push(b':');
     }
@@ -140,6 +129,19 @@ impl Sink for Json {
 
     fn tree(&self, out: &mut Vec<u8>, tree: &Out) {
         crate::json::write(tree, out);
+    }
+}
+
+/// Ends a JSON container begun at `mark` with `count` members, each written after a comma:
+/// the first comma becomes `open`; no members, `open` and `close` alone.
+#[inline]
+fn close(out: &mut Vec<u8>, mark: usize, count: usize, open: u8, close: u8) {
+    match out.get_mut(mark) {
+        Some(first) if count > 0 => {
+            *first = open;
+            out.push(close);
+        }
+        _ => out.extend_from_slice(&[open, close]),
     }
 }
 
@@ -199,7 +201,7 @@ impl Sink for Msgpack {
     }
 
     #[inline]
-    fn element(&self, _: &mut Vec<u8>, _: usize) {}
+    fn element(&self, _: &mut Vec<u8>) {}
 
     fn begin_map(&self, out: &mut Vec<u8>) -> usize {
         self.begin_object(out)
@@ -209,7 +211,7 @@ impl Sink for Msgpack {
         self.end_object(out, mark, count)
     }
 
-    fn map_key(&self, out: &mut Vec<u8>, key: &str, _: usize) {
+    fn map_key(&self, out: &mut Vec<u8>, key: &str) {
         let _ = rmp::encode::write_str(out, key);
     }
 
