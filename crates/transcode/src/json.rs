@@ -521,15 +521,7 @@ fn escaped_body(out: &mut Vec<u8>, s: &[u8], mut validated: bool) -> bool {
 
 #[cfg(test)]
 mod tests {
-    /// A seeded xorshift64 generator: repeatable test inputs without a dependency.
-    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
-        move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        }
-    }
+    use crate::xorshift;
 
     /// `write_f64` writes each of `values` as ryu does.
     fn assert_all_as_ryu(values: impl IntoIterator<Item = f64>) {

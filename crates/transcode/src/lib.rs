@@ -51,6 +51,17 @@ mod validate;
 mod wire;
 mod wkt;
 
+/// A seeded xorshift64 generator for the unit tests: repeatable inputs without a dependency.
+#[cfg(test)]
+pub(crate) fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
 pub use error::{Error, ErrorKind};
 pub use prost_reflect::{DescriptorPool, MessageDescriptor};
 pub use schema::{Method, Schema, SchemaError, StreamingKind};

@@ -293,13 +293,7 @@ mod tests {
     /// reads back as prost decodes it (value, length, or an error).
     #[test]
     fn varints_read_as_prost_reads_them() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::xorshift(0x2545_f491_4f6c_dd1d);
         for _ in 0..200_000 {
             let v = next() >> (next() % 64);
             let mut bytes = Vec::new();
@@ -333,11 +327,9 @@ mod tests {
     /// put_varint writes what prost writes, at every length.
     #[test]
     fn varints_write_as_prost_writes_them() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
         for i in 0..200_000u64 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
+            let seed = next();
             let v = if i < 64 {
                 1u64 << i
             } else {

@@ -158,13 +158,7 @@ mod tests {
     /// few to it; at every k, for magnitudes of every length, and at ties.
     #[test]
     fn reciprocals_round_as_the_exact_division() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
         let (mut answered, mut asked) = (0, 0);
         for _ in 0..400_000 {
             let k = 1 + (next() % 19) as usize;

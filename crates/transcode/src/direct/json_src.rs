@@ -530,13 +530,8 @@ mod tests {
     /// the standard library's correctly rounded parse) wherever it answers.
     #[test]
     fn short_numbers_equal_the_general_parse() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = crate::xorshift(0x2545_f491_4f6c_dd1d);
+        let mut next = |n: u64| rng() % n;
         let mut answered = 0;
         for _ in 0..300_000 {
             let mut t = String::new();
