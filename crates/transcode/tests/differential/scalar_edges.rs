@@ -8,9 +8,10 @@ use crate::harness::{Outcome, diff};
 /// Scalar values at the edges of the direct encoder's fast paths (integers as numbers and
 /// strings at the 18/19-digit and 32/64-bit bounds, `-0`, floats at the float32 bound,
 /// fractions at the exact-division bound and at 16-19 significant digits, strings, booleans,
-/// base64, enum names and numbers) in every scalar field kind — implicit presence, explicit presence and packed — agree with
-/// the reference, over compact and spaced JSON, and with input that ends right after a value
-/// or a key. Strings of 15 to 129 bytes cross the fixed-size copies and one-byte lengths.
+/// base64, enum names and numbers) in every scalar field kind — implicit presence, explicit
+/// presence and packed — agree with the reference, over compact and spaced JSON, and with
+/// input that ends right after a value or a key. Strings of 15 to 129 bytes cross the
+/// fixed-size copies and one-byte lengths.
 #[test]
 fn fast_path_scalar_edges_agree() {
     let schema = compile_proto("test", "kitchen_sink.proto");
