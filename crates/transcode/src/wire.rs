@@ -256,19 +256,32 @@ impl<'a> Reader<'a> {
 /// content when the length needs more than one byte.
 #[inline]
 pub(crate) fn patch_len(out: &mut Vec<u8>, len_at: usize) {
-    let len = out.len() - len_at - 1;
-    if len < 0x80 {
-        out[len_at] = len as u8;
-    } else {
-        patch_long_len(out, len_at, len);
-    }
+    patch_reserved_len(out, len_at, 1);
 }
 
-/// [`patch_len`] for content of 128 bytes or more: out of line, so that the one-byte case
+/// Writes the length of the content after the `reserved` bytes (1 or more) left for it at
+/// `len_at`, moving the content when the length's varint needs another number of bytes;
+/// returns that number (what the next sibling of similar size should reserve). The varint is
+/// always the shortest, so the output does not depend on the reservation, only the moves do.
+#[inline]
+pub(crate) fn patch_reserved_len(out: &mut Vec<u8>, len_at: usize, reserved: usize) -> usize {
+    let len = out.len() - len_at - reserved;
+    match reserved {
+        1 if len < 0x80 => out[len_at] = len as u8,
+        2 if (0x80..0x4000).contains(&len) => {
+            out[len_at] = (len as u8) | 0x80;
+            out[len_at + 1] = (len >> 7) as u8;
+        }
+        _ => return patch_long_len(out, len_at, reserved, len),
+    }
+    reserved
+}
+
+/// [`patch_reserved_len`] past its one-byte case: out of line, so that the common case
 /// inlines small.
 #[cold]
 #[inline(never)]
-fn patch_long_len(out: &mut Vec<u8>, len_at: usize, len: usize) {
+fn patch_long_len(out: &mut Vec<u8>, len_at: usize, reserved: usize, len: usize) -> usize {
     let mut head = [0u8; 10];
     let mut n = 0;
     let mut v = len as u64;
@@ -280,9 +293,15 @@ fn patch_long_len(out: &mut Vec<u8>, len_at: usize, len: usize) {
     head[n] = v as u8;
     n += 1;
     let end = out.len();
-    out.resize(end + n - 1, 0);
-    out.copy_within(len_at + 1..end, len_at + n);
+    if n > reserved {
+        out.resize(end + n - reserved, 0);
+        out.copy_within(len_at + reserved..end, len_at + n);
+    } else if n < reserved {
+        out.copy_within(len_at + reserved..end, len_at + n);
+        out.truncate(end - (reserved - n));
+    }
     out[len_at..len_at + n].copy_from_slice(&head[..n]);
+    n
 }
 
 #[cfg(test)]
@@ -356,13 +375,17 @@ mod tests {
     #[test]
     fn patch_len_moves_long_content() {
         for len in [0usize, 1, 127, 128, 300, 16_383, 16_384, 70_000] {
-            let mut out = vec![9, 0];
-            out.extend(std::iter::repeat_n(7u8, len));
-            patch_len(&mut out, 1);
             let mut want = vec![9];
             put_varint(&mut want, len as u64);
             want.extend(std::iter::repeat_n(7u8, len));
-            assert_eq!(out, want, "{len}");
+            for reserved in 1..=4 {
+                let mut out = vec![9];
+                out.resize(1 + reserved, 0);
+                out.extend(std::iter::repeat_n(7u8, len));
+                let n = patch_reserved_len(&mut out, 1, reserved);
+                assert_eq!(out, want, "{len} in {reserved}");
+                assert_eq!(n, varint_len(len as u64), "{len} in {reserved}");
+            }
         }
     }
 }

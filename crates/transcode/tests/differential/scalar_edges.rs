@@ -280,3 +280,52 @@ fn msgpack_fast_path_edges_agree() {
         }
     }
 }
+
+/// Lists of messages whose sizes cross the length varint's 1/2/3-byte bounds in every order
+/// (each element reserves the bytes its predecessor's length took, and the content moves
+/// when that guess is wrong, up or down), nested inside each other, from JSON and
+/// MessagePack: the direct path answers, with the reference's bytes.
+#[test]
+fn list_element_lengths_agree() {
+    let schema = compile_proto("test", "kitchen_sink.proto");
+    let desc = schema.message("protogate.test.v1.KitchenSink").unwrap();
+    let opts = Options::default();
+    // Content sizes of `{"b": …}` elements: under 128, 128 to 16 KiB, 16 KiB and over.
+    let sizes = [
+        0usize, 200, 10, 20_000, 5, 300, 300, 20_000, 20_000, 1, 125, 126, 16_381,
+    ];
+    let elements: Vec<serde_json::Value> = sizes
+        .iter()
+        .map(|&n| serde_json::json!({ "b": "x".repeat(n), "a": n }))
+        .collect();
+    let nodes: Vec<serde_json::Value> = sizes
+        .iter()
+        .map(|&n| {
+            let children: Vec<_> = [n, 3, n / 2]
+                .iter()
+                .map(|&m| serde_json::json!({ "value": m, "byName": { "k": { "children": vec![serde_json::json!({"value": 1}); m / 4] } } }))
+                .collect();
+            serde_json::json!({ "value": n, "children": children })
+        })
+        .collect();
+    for value in [
+        serde_json::json!({ "repNested": elements }),
+        serde_json::json!({ "nodes": nodes, "repNested": elements[..3] }),
+    ] {
+        let json = serde_json::to_vec(&value).unwrap();
+        let msgpack = rmp_serde::to_vec(&value).unwrap();
+        for (format, input) in [(Format::Json, &json), (Format::Msgpack, &msgpack)] {
+            let direct = schema
+                .direct_only(&desc, format, Format::Protobuf, input, &opts)
+                .expect("the direct path answers");
+            let mut want = Vec::new();
+            reference::to_protobuf(&desc, format, input, &mut want, &opts).unwrap();
+            assert!(
+                direct == want,
+                "{format:?}: {} vs {} bytes",
+                direct.len(),
+                want.len()
+            );
+        }
+    }
+}
