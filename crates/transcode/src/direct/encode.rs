@@ -75,6 +75,11 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
             *word |= bit;
             hint = fi + 1;
             let field = &plan.fields[fi];
+            // A singular scalar outside any oneof in one of the common shapes, tried before
+            // the null test (`plain_field` takes no null).
+            if field.plain_first && self.src.plain_field(field, field.presence, out)? {
+                continue;
+            }
             if self.src.peek_null() {
                 if field.null_is_value {
                     return Err(Bail);
@@ -95,7 +100,7 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
                         self.message_field(&field.tag, m, 1, out)?;
                     }
                     None => {
-                        if !self.src.plain_field(field, field.presence, out)? {
+                        if field.plain_first || !self.src.plain_field(field, field.presence, out)? {
                             self.scalar_field(field, field.presence, out)?
                         }
                     }

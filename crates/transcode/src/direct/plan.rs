@@ -167,6 +167,33 @@ impl Short {
     }
 }
 
+/// A field's pre-encoded tag (one to five bytes), kept inside its plan: writing it reads the
+/// plan's own bytes, not a pointer to them elsewhere. Derefs to the bytes.
+pub(crate) struct Tag {
+    bytes: [u8; 5],
+    len: u8,
+}
+
+impl Tag {
+    fn new(tag: &[u8]) -> Tag {
+        let mut bytes = [0u8; 5];
+        bytes[..tag.len()].copy_from_slice(tag);
+        Tag {
+            bytes,
+            len: tag.len() as u8,
+        }
+    }
+}
+
+impl std::ops::Deref for Tag {
+    type Target = [u8];
+
+    #[inline(always)]
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
 pub(crate) struct FieldPlan {
     pub(crate) number: u32,
     pub(crate) json_name: String,
@@ -178,13 +205,16 @@ pub(crate) struct FieldPlan {
     pub(crate) presence: bool,
     /// Index of the (non-synthetic) oneof it belongs to.
     pub(crate) oneof: Option<usize>,
+    /// A singular scalar field in no oneof: the encoder tries `Source::plain_field` on its
+    /// value before anything else.
+    pub(crate) plain_first: bool,
     /// The message plan of a message field (for maps: of the entry).
     pub(crate) message: Option<usize>,
     /// For maps: key and value kinds, and the value's message plan.
     pub(crate) map_key: Option<Kind>,
     pub(crate) map_value: Option<(Kind, Option<usize>)>,
     /// The tag as written (LEN for packed lists, strings, messages, map entries).
-    pub(crate) tag: Vec<u8>,
+    pub(crate) tag: Tag,
     /// `,"jsonName":` and `,"proto_name":`, escaped: every key is written with a comma
     /// before it, and an object's first comma becomes its `{` when it ends (`sink::Json`).
     pub(crate) json_key: Short,
@@ -419,7 +449,12 @@ fn field_plan(
     };
     let mut tag = Vec::new();
     wire::put_tag(&mut tag, f.number(), wt);
+    let tag = Tag::new(&tag);
     let value_kind = map_value.as_ref().map_or(&kind, |(k, _)| k);
+    let oneof = f
+        .containing_oneof()
+        .filter(|o| !o.is_synthetic())
+        .and_then(|o| oneofs.iter().position(|n| n == o.full_name()));
     let null_is_value = is_value_kind(value_kind);
     let json_key = quoted_key(f.json_name());
     let mp_json_key = mp_key(f.json_name());
@@ -431,10 +466,8 @@ fn field_plan(
         card,
         packed,
         presence: f.supports_presence(),
-        oneof: f
-            .containing_oneof()
-            .filter(|o| !o.is_synthetic())
-            .and_then(|o| oneofs.iter().position(|n| n == o.full_name())),
+        plain_first: card == Card::Single && message.is_none() && oneof.is_none(),
+        oneof,
         message,
         map_key,
         tag,
