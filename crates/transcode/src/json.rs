@@ -690,7 +690,7 @@ mod tests {
                 assert_eq!(super::json_special(&v), naive(&v), "{v:?}");
                 let naive_high = v
                     .iter()
-                    .position(|&c| c == b'"' || c == b'\\' || c < 0x20 || c >= 0x80)
+                    .position(|&c| c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c))
                     .unwrap_or(v.len());
                 assert_eq!(super::special_or_high(&v, true), naive_high, "{v:?}");
             }
