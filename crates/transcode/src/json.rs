@@ -357,7 +357,7 @@ fn special_or_high(b: &[u8], high: bool) -> usize {
     };
     let mut i = 0;
     // Two words a round, one test for both: a long string takes half the loop's branches
-    // (JSON → protobuf LogBatch_1000 −6.8 % instructions, BENCHMARKS.md session 16).
+    // (JSON → protobuf LogBatch_1000 −7 % instructions, BENCHMARKS.md session 16).
     while let Some(pair) = b.get(i..).and_then(<[u8]>::first_chunk::<16>) {
         let (words, _) = pair.as_chunks::<8>();
         let (lo, hi) = (special(&words[0]), special(&words[1]));

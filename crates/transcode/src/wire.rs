@@ -277,8 +277,9 @@ pub(crate) fn patch_reserved_len(out: &mut Vec<u8>, len_at: usize, reserved: usi
     reserved
 }
 
-/// [`patch_reserved_len`] past its one-byte case: out of line, so that the common case
-/// inlines small.
+/// [`patch_reserved_len`] when the length's varint does not take the bytes reserved for it
+/// (128 bytes or more in one, a 2-byte reservation outside 128..16,384): out of line, so that
+/// the common cases inline small.
 #[cold]
 #[inline(never)]
 fn patch_long_len(out: &mut Vec<u8>, len_at: usize, reserved: usize, len: usize) -> usize {
