@@ -338,23 +338,31 @@ pub(crate) fn json_special(b: &[u8]) -> usize {
     special_or_high(b, false)
 }
 
+/// Each byte's high bit.
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// The bytes of `word` a JSON string cannot hold as they are (`"`, `\\`, control characters),
+/// and those ≥ 0x80 if `high` is [`HIGH_BITS`] (0: not), each as its high bit. Exact up to the
+/// lowest flagged byte (a borrow can only mark bytes after it), which is all its callers
+/// read: the one word test behind string ends ([`json_special`]) and plain strings
+/// ([`plain_ascii`]).
+#[inline(always)]
+fn special_bytes(word: &[u8; 8], high: u64) -> u64 {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    let w = u64::from_le_bytes(*word);
+    let q = w ^ (LO * b'"' as u64);
+    let s = w ^ (LO * b'\\' as u64);
+    (((q.wrapping_sub(LO) & !q) | (s.wrapping_sub(LO) & !s) | (w.wrapping_sub(LO * 0x20) & !w))
+        & HIGH_BITS)
+        | (w & high)
+}
+
 /// [`json_special`], also stopping at the first byte ≥ 0x80 when `high` (the first non-ASCII
 /// byte, where UTF-8 validation has to start).
 #[inline(always)]
 fn special_or_high(b: &[u8], high: bool) -> usize {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    let high_mask = if high { HI } else { 0 };
-    // The special bytes of a little-endian word as their high bits (exact up to the first:
-    // a borrow can only mark bytes after it).
-    let special = |w: &[u8; 8]| {
-        let w = u64::from_le_bytes(*w);
-        let q = w ^ (LO * b'"' as u64);
-        let s = w ^ (LO * b'\\' as u64);
-        (((q.wrapping_sub(LO) & !q) | (s.wrapping_sub(LO) & !s) | (w.wrapping_sub(LO * 0x20) & !w))
-            & HI)
-            | (w & high_mask)
-    };
+    let high_bits = if high { HIGH_BITS } else { 0 };
+    let special = |w: &[u8; 8]| special_bytes(w, high_bits);
     let mut i = 0;
     // Two words a round, one test for both: a long string takes half the loop's branches
     // (JSON → protobuf LogBatch_1000 −7 % instructions, BENCHMARKS.md session 16).
@@ -460,16 +468,9 @@ fn copy_plain<const N: usize>(out: &mut Vec<u8>, window: &[u8], len: usize) -> b
 /// True if none of the first `len` bytes of `w` is `"`, `\\`, a control character or ≥ 0x80.
 #[inline(always)]
 fn plain_ascii<const N: usize>(w: &[u8; N], len: usize) -> bool {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
     let (words, _) = w.as_chunks::<8>();
     for (k, word) in words.iter().enumerate() {
-        let x = u64::from_le_bytes(*word);
-        let q = x ^ (LO * b'"' as u64);
-        let s = x ^ (LO * b'\\' as u64);
-        let m =
-            ((q.wrapping_sub(LO) & !q) | (s.wrapping_sub(LO) & !s) | x.wrapping_sub(LO * 0x20) | x)
-                & HI;
+        let m = special_bytes(word, HIGH_BITS);
         // The lowest flag is exact (borrows only start at flagged bytes): the string is plain
         // if it ends before it.
         if m != 0 {

@@ -175,6 +175,8 @@ pub(crate) struct Tag {
 }
 
 impl Tag {
+    /// `tag` as `wire::put_tag` wrote it: at most five bytes, field numbers being below 2^29
+    /// (prost-reflect refuses a schema with larger ones).
     fn new(tag: &[u8]) -> Tag {
         let mut bytes = [0u8; 5];
         bytes[..tag.len()].copy_from_slice(tag);
