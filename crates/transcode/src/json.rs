@@ -11,6 +11,7 @@ use serde::de::DeserializeSeed;
 
 use crate::Error;
 use crate::error::{ErrorKind, line_col};
+use crate::special::{plain, special_or_high};
 use crate::tree::{In, InSeed, Out};
 
 /// Parses JSON text, nesting bounded by `max_containers` arrays/objects.
@@ -330,68 +331,6 @@ fn float32_text(x: f32) -> String {
     }
 }
 
-/// Index of the first byte of `b` that a JSON string cannot hold as is (`"`, `\\`, or a
-/// control character), or `b.len()`. Eight bytes at a time: the lowest flagged byte of each
-/// word is exact (borrows only start at flagged bytes).
-#[inline]
-pub(crate) fn json_special(b: &[u8]) -> usize {
-    special_or_high(b, false)
-}
-
-/// Each byte's high bit.
-const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
-
-/// The bytes of `word` a JSON string cannot hold as they are (`"`, `\\`, control characters),
-/// and those ≥ 0x80 if `high` is [`HIGH_BITS`] (0: not), each as its high bit. Exact up to the
-/// lowest flagged byte (a borrow can only mark bytes after it), which is all its callers
-/// read: the one word test behind string ends ([`json_special`]) and plain strings
-/// ([`plain_ascii`]).
-#[inline(always)]
-fn special_bytes(word: &[u8; 8], high: u64) -> u64 {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    let w = u64::from_le_bytes(*word);
-    let q = w ^ (LO * b'"' as u64);
-    let s = w ^ (LO * b'\\' as u64);
-    (((q.wrapping_sub(LO) & !q) | (s.wrapping_sub(LO) & !s) | (w.wrapping_sub(LO * 0x20) & !w))
-        & HIGH_BITS)
-        | (w & high)
-}
-
-/// [`json_special`], also stopping at the first byte ≥ 0x80 when `high` (the first non-ASCII
-/// byte, where UTF-8 validation has to start).
-#[inline(always)]
-fn special_or_high(b: &[u8], high: bool) -> usize {
-    let high_bits = if high { HIGH_BITS } else { 0 };
-    let special = |w: &[u8; 8]| special_bytes(w, high_bits);
-    let mut i = 0;
-    // Two words a round, one test for both: a long string takes half the loop's branches
-    // (JSON → protobuf LogBatch_1000 −7 % instructions, BENCHMARKS.md session 16).
-    while let Some(pair) = b.get(i..).and_then(<[u8]>::first_chunk::<16>) {
-        let (words, _) = pair.as_chunks::<8>();
-        let (lo, hi) = (special(&words[0]), special(&words[1]));
-        if lo | hi != 0 {
-            let (skip, m) = if lo != 0 { (0, lo) } else { (8, hi) };
-            return i + skip + (m.trailing_zeros() / 8) as usize;
-        }
-        i += 16;
-    }
-    if let Some(word) = b.get(i..).and_then(<[u8]>::first_chunk::<8>) {
-        let m = special(word);
-        if m != 0 {
-            return i + (m.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while i < b.len() {
-        let c = b[i];
-        if c == b'"' || c == b'\\' || c < 0x20 || (high && c >= 0x80) {
-            return i;
-        }
-        i += 1;
-    }
-    b.len()
-}
-
 /// A JSON string literal: `"` and `\\` escaped, control characters as `\n`-style or `\u00XX`.
 pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     write_escaped(out, s.as_bytes(), true);
@@ -433,7 +372,7 @@ fn copy_runs(out: &mut Vec<u8>, window: &[u8], len: usize) -> bool {
         let Some(w) = window.get(i..).and_then(<[u8]>::first_chunk::<32>) else {
             break;
         };
-        if !plain_ascii(w, len - i) {
+        if !plain(w, len - i) {
             break;
         }
         out.extend_from_slice(w);
@@ -455,31 +394,13 @@ fn copy_plain<const N: usize>(out: &mut Vec<u8>, window: &[u8], len: usize) -> b
     let Some(w) = window.first_chunk::<N>() else {
         return false;
     };
-    if !plain_ascii(w, len) {
+    if !plain(w, len) {
         return false;
     }
     out.push(b'"');
     out.extend_from_slice(w);
     out.truncate(out.len() - N + len);
     out.push(b'"');
-    true
-}
-
-/// True if none of the first `len` bytes of `w` is `"`, `\\`, a control character or ≥ 0x80.
-#[inline(always)]
-fn plain_ascii<const N: usize>(w: &[u8; N], len: usize) -> bool {
-    let (words, _) = w.as_chunks::<8>();
-    for (k, word) in words.iter().enumerate() {
-        let m = special_bytes(word, HIGH_BITS);
-        // The lowest flag is exact (borrows only start at flagged bytes): the string is plain
-        // if it ends before it.
-        if m != 0 {
-            return 8 * k + (m.trailing_zeros() / 8) as usize >= len;
-        }
-        if 8 * (k + 1) >= len {
-            return true;
-        }
-    }
     true
 }
 
@@ -662,38 +583,6 @@ mod tests {
                 if a {
                     assert_eq!(fast, careful, "{w:?} {len}");
                 }
-            }
-        }
-    }
-
-    #[test]
-    fn json_special_finds_the_first_special_byte() {
-        let naive = |b: &[u8]| {
-            b.iter()
-                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
-                .unwrap_or(b.len())
-        };
-        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
-        for len in 0..200usize {
-            for _ in 0..50 {
-                let v: Vec<u8> = (0..len)
-                    .map(|_| {
-                        let x = next();
-                        // Mostly ordinary bytes (including >= 0x80), sometimes special ones.
-                        match x % 40 {
-                            0 => b'"',
-                            1 => b'\\',
-                            2 => (x >> 8) as u8 % 0x20,
-                            _ => 0x20 + (x >> 8) as u8 % 0xe0,
-                        }
-                    })
-                    .collect();
-                assert_eq!(super::json_special(&v), naive(&v), "{v:?}");
-                let naive_high = v
-                    .iter()
-                    .position(|&c| c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c))
-                    .unwrap_or(v.len());
-                assert_eq!(super::special_or_high(&v, true), naive_high, "{v:?}");
             }
         }
     }

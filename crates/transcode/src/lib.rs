@@ -46,6 +46,7 @@ mod encode;
 mod json;
 mod msgpack;
 mod scalar;
+mod special;
 mod tree;
 mod validate;
 mod wire;

@@ -6,8 +6,8 @@ use super::digits::{decimal_run, div_pow10, integer_run};
 use super::encode::{put_int_field, put_plain, put_str_field, put_tag_bytes};
 use super::plan::{FieldPlan, MsgPlan};
 use super::source::{R, Source};
-use crate::json::json_special;
 use crate::scalar::{Lit, Op};
+use crate::special::json_special;
 
 pub(crate) struct JsonSrc<'a> {
     /// The input, validated as UTF-8 once; strings are slices of it.
