@@ -1,7 +1,7 @@
 //! The bytes a JSON string cannot hold as they are — `"`, `\\` and control characters — and,
 //! where UTF-8 is still to be checked, the bytes ≥ 0x80, found many bytes at a time: where a
 //! JSON source's string ends ([`special_or_high`]) and whether a string to render is plain
-//! ([`plain`]).
+//! ([`plain`]); and whether a short string is ASCII ([`ascii`]).
 //!
 //! On x86 and x86-64 sixteen bytes at a time with SSE2 (three compares and one movemask a
 //! chunk, through safe_arch: no `unsafe` here); elsewhere eight at a time in a 64-bit word.
@@ -51,6 +51,12 @@ pub(crate) fn special_or_high(b: &[u8], high: bool) -> usize {
 #[inline(always)]
 pub(crate) fn plain<const N: usize>(w: &[u8; N], len: usize) -> bool {
     wide::plain(w, len)
+}
+
+/// True if none of the first `len` bytes of `w` (`len` ≤ `N`; `N` is 16 or 32) is ≥ 0x80.
+#[inline(always)]
+pub(crate) fn ascii<const N: usize>(w: &[u8; N], len: usize) -> bool {
+    wide::ascii(w, len)
 }
 
 /// SSE2: a chunk's special bytes as a bit mask, bit `i` for byte `i`.
@@ -104,6 +110,16 @@ mod wide {
     pub(super) fn plain<const N: usize>(w: &[u8; N], len: usize) -> bool {
         mask(w, true).trailing_zeros() as usize >= len.min(N)
     }
+
+    #[inline(always)]
+    pub(super) fn ascii<const N: usize>(w: &[u8; N], len: usize) -> bool {
+        let (chunks, _) = w.as_chunks::<16>();
+        let mut m = 0u64;
+        for (k, c) in chunks.iter().enumerate() {
+            m |= u64::from(move_mask_i8_m128i(load_unaligned_m128i(c)) as u32) << (16 * k);
+        }
+        m.trailing_zeros() as usize >= len
+    }
 }
 
 /// Eight bytes to a 64-bit word, each special byte flagged by its high bit.
@@ -146,6 +162,23 @@ mod words {
             let m = special_bytes(word, high);
             (m != 0).then(|| 8 * k + (m.trailing_zeros() / 8) as usize)
         })
+    }
+
+    /// The words' high bits, those past `len` masked off.
+    #[inline(always)]
+    pub(super) fn ascii<const N: usize>(w: &[u8; N], len: usize) -> bool {
+        let (words, _) = w.as_chunks::<8>();
+        let mut high = 0;
+        for (k, word) in words.iter().enumerate() {
+            let valid = len.saturating_sub(8 * k);
+            let mask = if valid >= 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * valid)) - 1
+            };
+            high |= u64::from_le_bytes(*word) & mask;
+        }
+        high & HIGH_BITS == 0
     }
 
     /// Word by word, stopping at the first flag or past the string's end.
@@ -219,6 +252,15 @@ mod tests {
                         assert_eq!(words::plain(w16, len), want16, "{c:#x} at {at}, {len}");
                         assert_eq!(super::plain(w32, len), want32, "{c:#x} at {at}, {len}");
                         assert_eq!(words::plain(w32, len), want32, "{c:#x} at {at}, {len}");
+                    }
+                    for len in 0..=32 {
+                        let want = |w: &[u8]| w[..len.min(w.len())].is_ascii();
+                        if len <= 16 {
+                            assert_eq!(super::ascii(w16, len), want(w16), "{c:#x} at {at}, {len}");
+                            assert_eq!(words::ascii(w16, len), want(w16), "{c:#x} at {at}, {len}");
+                        }
+                        assert_eq!(super::ascii(w32, len), want(w32), "{c:#x} at {at}, {len}");
+                        assert_eq!(words::ascii(w32, len), want(w32), "{c:#x} at {at}, {len}");
                     }
                     for high in [false, true] {
                         let want = |w: &[u8]| Some(first_naive(w, high)).filter(|&i| i < w.len());

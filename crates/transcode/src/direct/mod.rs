@@ -72,26 +72,14 @@ pub(crate) fn fnv(b: &[u8]) -> u64 {
 }
 
 /// True if the first `len` bytes of `window` are UTF-8: ASCII strings of up to 32 bytes (with
-/// 32 bytes at hand) by one look at four words, others by `simdutf8`.
+/// 32 bytes at hand) by one look at the chunk, others by `simdutf8`.
 #[inline(always)]
 pub(crate) fn utf8(window: &[u8], len: usize) -> bool {
     if len <= 32
         && let Some(w) = window.first_chunk::<32>()
+        && crate::special::ascii(w, len)
     {
-        let (words, _) = w.as_chunks::<8>();
-        let mut high = 0;
-        for (k, word) in words.iter().enumerate() {
-            let valid = len.saturating_sub(8 * k);
-            let mask = if valid >= 8 {
-                u64::MAX
-            } else {
-                (1u64 << (8 * valid)) - 1
-            };
-            high |= u64::from_le_bytes(*word) & mask;
-        }
-        if high & 0x8080_8080_8080_8080 == 0 {
-            return true;
-        }
+        return true;
     }
     simdutf8::basic::from_utf8(&window[..len]).is_ok()
 }
