@@ -11,15 +11,28 @@ fn main() -> std::process::ExitCode {
 /// 30 s later). With the threshold fixed at 1 MiB, buffers that large are mapped on their own
 /// and unmapped when freed: after the same burst the gateway is back at 12-15 MiB within a
 /// second, and its peak is lower (BENCHMARKS.md, "Memory under a burst"); smaller buffers are
-/// recycled as before. A `MALLOC_MMAP_THRESHOLD_` in the environment is left to rule.
+/// recycled as before.
+///
+/// A fixed mmap threshold also stops glibc raising its trim threshold with it, which then
+/// stays at 128 KiB: the few hundred KB a large request's buffers free at the heap's top were
+/// given back to the kernel after every request and faulted in again by the next (EchoLogs_1000,
+/// 256 KB bodies: 13-24 page faults a request, a fifth of the pass-through's CPU). The trim
+/// threshold is set to 4 MiB, at most that much free memory kept at the heap's top
+/// (BENCHMARKS.md session 17). `MALLOC_MMAP_THRESHOLD_` and `MALLOC_TRIM_THRESHOLD_` in the
+/// environment are left to rule.
 fn give_large_buffers_back() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
-        // SAFETY: mallopt only sets a parameter of the allocator (under its own lock); it is
-        // called once, before any thread but this one exists.
-        #[allow(unsafe_code)]
-        unsafe {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    for (variable, parameter, value) in [
+        ("MALLOC_MMAP_THRESHOLD_", libc::M_MMAP_THRESHOLD, 1 << 20),
+        ("MALLOC_TRIM_THRESHOLD_", libc::M_TRIM_THRESHOLD, 4 << 20),
+    ] {
+        if std::env::var_os(variable).is_none() {
+            // SAFETY: mallopt only sets a parameter of the allocator (under its own lock); it
+            // is called before any thread but this one exists.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::mallopt(parameter, value);
+            }
         }
     }
 }
