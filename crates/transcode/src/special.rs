@@ -67,7 +67,7 @@ pub(crate) fn ascii<const N: usize>(w: &[u8; N], len: usize) -> bool {
 mod wide {
     use safe_arch::{
         bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i, load_unaligned_m128i,
-        move_mask_i8_m128i, set_splat_i8_m128i,
+        min_u8_m128i, move_mask_i8_m128i, set_splat_i8_m128i,
     };
 
     /// Bit `i` set if byte `i` of `c` is special (bytes ≥ 0x80 only if `high`).
@@ -76,16 +76,14 @@ mod wide {
         let v = load_unaligned_m128i(c);
         let quote = cmp_eq_mask_i8_m128i(v, set_splat_i8_m128i(b'"' as i8));
         let backslash = cmp_eq_mask_i8_m128i(v, set_splat_i8_m128i(b'\\' as i8));
-        // A signed compare: control characters, and every byte ≥ 0x80 (negative as i8).
-        let below = cmp_lt_mask_i8_m128i(v, set_splat_i8_m128i(0x20));
-        let m = move_mask_i8_m128i(bitor_m128i(bitor_m128i(quote, backslash), below)) as u32;
-        let m = if high {
-            m
+        let below = if high {
+            // A signed compare: control characters, and every byte ≥ 0x80 (negative as i8).
+            cmp_lt_mask_i8_m128i(v, set_splat_i8_m128i(0x20))
         } else {
-            // No byte ≥ 0x80 is a quote, a backslash or a control character.
-            m & !(move_mask_i8_m128i(v) as u32)
+            // Unsigned `v ≤ 0x1f`: control characters only.
+            cmp_eq_mask_i8_m128i(min_u8_m128i(v, set_splat_i8_m128i(0x1f)), v)
         };
-        u64::from(m)
+        u64::from(move_mask_i8_m128i(bitor_m128i(bitor_m128i(quote, backslash), below)) as u32)
     }
 
     /// The mask of `N` bytes (16 or 32), bit `i` for byte `i`.
