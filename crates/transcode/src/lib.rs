@@ -145,6 +145,22 @@ impl Findings {
     pub fn dropped_data(&self) -> bool {
         !self.unknown_fields.is_empty() || !self.unresolved_any.is_empty()
     }
+
+    /// How many of each finding there are, to [`truncate`](Findings::truncate) back to.
+    pub(crate) fn lens(&self) -> [usize; 3] {
+        [
+            self.unknown_fields.len(),
+            self.unresolved_any.len(),
+            self.ignored_keys.len(),
+        ]
+    }
+
+    /// Drops the findings made since [`lens`](Findings::lens) gave `lens`.
+    pub(crate) fn truncate(&mut self, [unknown, any, ignored]: [usize; 3]) {
+        self.unknown_fields.truncate(unknown);
+        self.unresolved_any.truncate(any);
+        self.ignored_keys.truncate(ignored);
+    }
 }
 
 /// Checks that `input` is well-formed protobuf wire data for message `desc` (tags, wire

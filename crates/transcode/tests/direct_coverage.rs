@@ -126,3 +126,54 @@ fn a_flat_message_the_short_loop_leaves_midway_is_rendered_whole_by_the_general_
         }
     }
 }
+
+/// A flat message with a repeated message field (`Order`, its `items`) leaves its short loop
+/// after the list, whose elements reported unknown fields and may themselves have left
+/// theirs: the general loop renders it again from the start, each unknown field reported
+/// once, in the reference's order, the answer the reference's.
+#[test]
+fn a_flat_message_that_leaves_after_its_list_reports_each_unknown_field_once() {
+    let s = schema("bench", "bench.proto");
+    let desc = s.message("bench.v1.Order").unwrap();
+    let opts = Options::default();
+    // Items: sku_id = 1 and an unknown field 9; sku_id = 2, quantity = 3 out of order after
+    // an unknown field 10 (the item's own short loop leaves, then its general loop).
+    let item = |b: &[u8]| [&[0x2a, b.len() as u8][..], b].concat();
+    let items = [
+        item(&[0x08, 0x01, 0x48, 0x05]),
+        item(&[0x08, 0x02, 0x50, 0x06, 0x10, 0x03]),
+    ]
+    .concat();
+    let order_id = [0x08u8, 0x07];
+    let tails: [(&str, Vec<u8>, Vec<u32>); 3] = [
+        (
+            "after the list, an unknown field",
+            vec![0x58, 0x01],
+            vec![11, 9, 10],
+        ),
+        (
+            "after the list, a field out of order",
+            vec![0x10, 0x04],
+            vec![],
+        ),
+        ("nothing after the list", vec![], vec![9, 10]),
+    ];
+    for (what, tail, unknown) in tails {
+        let pb = [&order_id[..], &items, &tail].concat();
+        for to in [Format::Json, Format::Msgpack] {
+            let mut out = Vec::new();
+            let findings = s.from_protobuf(&desc, to, &pb, &mut out, &opts).unwrap();
+            let mut want = Vec::new();
+            let want_findings =
+                transcode::reference::from_protobuf(&desc, to, &pb, &mut want, &opts).unwrap();
+            assert_eq!(out, want, "{what}");
+            assert_eq!(findings, want_findings, "{what}");
+            if !unknown.is_empty() {
+                let numbers: Vec<u32> = findings.unknown_fields.iter().map(|u| u.number).collect();
+                assert_eq!(numbers, unknown, "{what}");
+                let direct = s.direct_only(&desc, Format::Protobuf, to, &pb, &opts);
+                assert_eq!(direct, Some(want), "{what}: direct");
+            }
+        }
+    }
+}

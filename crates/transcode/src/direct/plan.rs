@@ -65,9 +65,11 @@ pub(crate) struct MsgPlan {
     pub(crate) desc: MessageDescriptor,
     /// A well-known type with its own JSON form: handled by the reference path.
     pub(crate) special: bool,
-    /// Every field a singular scalar or string numbered 1 to 15, none in a oneof: rendered by
-    /// the renderer's short loop (`Renderer::flat`).
+    /// Every field a singular scalar or string, or a repeated message, numbered 1 to 15, none
+    /// in a oneof: rendered by the renderer's short loop (`Renderer::flat`).
     pub(crate) flat: bool,
+    /// A flat plan with a repeated message field: its short loop renders other messages.
+    pub(crate) flat_lists: bool,
     /// Fields in declaration order.
     pub(crate) fields: Vec<FieldPlan>,
     /// Field index by JSON key (json_name and proto name).
@@ -340,11 +342,11 @@ impl MsgPlan {
         // At most 15 fields (numbers 1 to 15), all in the tag table.
         let flat = !special
             && fields.iter().all(|f| {
-                f.card == Card::Single
-                    && f.op != Op::Message
-                    && f.oneof.is_none()
-                    && (1..16).contains(&f.number)
+                let scalar = f.card == Card::Single && f.op != Op::Message;
+                let message_list = f.card == Card::List && f.message.is_some();
+                (scalar || message_list) && f.oneof.is_none() && (1..16).contains(&f.number)
             });
+        let flat_lists = flat && fields.iter().any(|f| f.message.is_some());
         let mut by_tag = [0u16; 128];
         for (i, f) in fields.iter().enumerate() {
             if !(1..16).contains(&f.number) || i >= usize::from(u16::MAX) {
@@ -363,6 +365,7 @@ impl MsgPlan {
             desc: desc.clone(),
             special,
             flat,
+            flat_lists,
             fields,
             by_key,
             dense,
