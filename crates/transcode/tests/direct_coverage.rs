@@ -177,3 +177,52 @@ fn a_flat_message_that_leaves_after_its_list_reports_each_unknown_field_once() {
         }
     }
 }
+
+/// A message holding lists of itself, nested 90 deep, an unknown field after each list: every
+/// level's short loop leaves after its elements. Rendered once more each by the general loop,
+/// nested short loops would double the work at every level (2^90); one at a time, the answer
+/// (the reference's, every unknown field reported) comes at once — waited for under a generous
+/// deadline, in a thread of its own.
+#[test]
+fn nested_short_loops_that_leave_cost_no_more_than_twice() {
+    let s = schema("test", "tree.proto");
+    let desc = s.message("protogate.test.v1.Tree").unwrap();
+    let opts = Options::default();
+    // From the innermost out: value = 1, the child (kids), then unknown field 9.
+    let mut pb: Vec<u8> = vec![0x08, 0x01];
+    for _ in 0..90 {
+        let mut parent = vec![0x08, 0x01, 0x12];
+        let mut len = pb.len();
+        while len >= 0x80 {
+            parent.push((len as u8) | 0x80);
+            len >>= 7;
+        }
+        parent.push(len as u8);
+        parent.extend_from_slice(&pb);
+        parent.extend_from_slice(&[0x48, 0x01]);
+        pb = parent;
+    }
+    let (done, answer) = std::sync::mpsc::channel();
+    let input = pb.clone();
+    let worker = std::thread::spawn(move || {
+        for to in [Format::Json, Format::Msgpack] {
+            let mut out = Vec::new();
+            let findings = s.from_protobuf(&desc, to, &input, &mut out, &opts).unwrap();
+            let mut want = Vec::new();
+            let want_findings =
+                transcode::reference::from_protobuf(&desc, to, &input, &mut want, &opts).unwrap();
+            assert_eq!(out, want, "{to:?}");
+            assert_eq!(findings, want_findings, "{to:?}");
+            assert_eq!(findings.unknown_fields.len(), 90, "{to:?}");
+            let direct = s.direct_only(&desc, Format::Protobuf, to, &input, &opts);
+            assert_eq!(direct, Some(want), "{to:?}: direct");
+        }
+        let _ = done.send(());
+    });
+    let finished = answer.recv_timeout(std::time::Duration::from_secs(120));
+    assert!(
+        finished.is_ok() || worker.is_finished(),
+        "not rendered within 120 s: the nested short loops' work grows with 2^depth"
+    );
+    worker.join().unwrap();
+}

@@ -55,6 +55,9 @@ struct Renderer<'p, 'f, 'i, K> {
     opts: &'p Options,
     findings: &'f mut Findings,
     depth: usize,
+    /// A short loop with repeated message fields is under way: nested plans of that kind
+    /// take the general loop (see `message`).
+    lists_open: bool,
 }
 
 /// Renders protobuf `input` of message plan `root` with `sink`'s format, appended to `out`.
@@ -77,6 +80,7 @@ pub(crate) fn render<K: Sink>(
         opts,
         findings,
         depth: 0,
+        lists_open: false,
     };
     r.message(root, input, out, None)
 }
@@ -101,7 +105,11 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
         path: Option<&Path<'_>>,
     ) -> R<()> {
         let plan = &self.plans.msgs[plan_idx];
-        if plan.flat && self.depth < self.opts.max_depth {
+        // One short loop with repeated message fields at a time: one that leaves renders its
+        // elements again in the general loop, so nested ones could each double the work of
+        // those under them (2^depth for a message nested 100 deep with an unknown field after
+        // each list); one at a time, a message is rendered at most twice.
+        if plan.flat && self.depth < self.opts.max_depth && !(plan.flat_lists && self.lists_open) {
             let start = out.len();
             if !plan.flat_lists {
                 if self.flat::<false>(plan, bytes, out, path)? {
@@ -110,7 +118,9 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
             } else {
                 let found = self.findings.lens();
                 self.depth += 1;
+                self.lists_open = true;
                 let done = self.flat::<true>(plan, bytes, out, path);
+                self.lists_open = false;
                 self.depth -= 1;
                 if done? {
                     return Ok(());
