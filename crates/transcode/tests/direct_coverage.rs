@@ -192,12 +192,7 @@ fn nested_short_loops_that_leave_cost_no_more_than_twice() {
     let mut pb: Vec<u8> = vec![0x08, 0x01];
     for _ in 0..90 {
         let mut parent = vec![0x08, 0x01, 0x12];
-        let mut len = pb.len();
-        while len >= 0x80 {
-            parent.push((len as u8) | 0x80);
-            len >>= 7;
-        }
-        parent.push(len as u8);
+        prost::encoding::encode_varint(pb.len() as u64, &mut parent);
         parent.extend_from_slice(&pb);
         parent.extend_from_slice(&[0x48, 0x01]);
         pb = parent;
