@@ -105,31 +105,36 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
         path: Option<&Path<'_>>,
     ) -> R<()> {
         let plan = &self.plans.msgs[plan_idx];
-        // One short loop with repeated message fields at a time: one that leaves renders its
-        // elements again in the general loop, so nested ones could each double the work of
-        // those under them (2^depth for a message nested 100 deep with an unknown field after
-        // each list); one at a time, a message is rendered at most twice.
+        // One short loop with repeated message fields at a time, and none under the general
+        // loop that renders a message again after its short loop left: each element is
+        // rendered at most twice, however deep. (Nested, each such loop that leaves would
+        // double the work of those under it: 2^depth.)
         if plan.flat && self.depth < self.opts.max_depth && !(plan.flat_lists && self.lists_open) {
             let start = out.len();
             if !plan.flat_lists {
                 if self.flat::<false>(plan, bytes, out, path)? {
                     return Ok(());
                 }
+                out.truncate(start);
             } else {
                 let found = self.findings.lens();
                 self.depth += 1;
                 self.lists_open = true;
                 let done = self.flat::<true>(plan, bytes, out, path);
-                self.lists_open = false;
                 self.depth -= 1;
-                if done? {
-                    return Ok(());
-                }
-                // Unknown fields its lists' elements reported: the general loop renders them
-                // again.
-                self.findings.truncate(found);
+                let rendered = match done {
+                    Ok(true) => Ok(()),
+                    Ok(false) => {
+                        out.truncate(start);
+                        // Unknown fields its lists' elements reported: rendered again.
+                        self.findings.truncate(found);
+                        self.fields(plan_idx, bytes, out, path)
+                    }
+                    Err(bail) => Err(bail),
+                };
+                self.lists_open = false;
+                return rendered;
             }
-            out.truncate(start);
         }
         self.fields(plan_idx, bytes, out, path)
     }
