@@ -1,7 +1,10 @@
 //! The direct transcoder really handles the common shapes itself (the differential tests
 //! prove it agrees with the reference; this proves it is not handing everything over).
 
-use transcode::{Format, Options};
+// Test code: a failed unwrap or expect fails the test (they are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use transcode::{Format, MessageDescriptor, Options, Schema};
 
 mod common;
 
@@ -92,7 +95,6 @@ fn well_known_types_and_maps_stay_on_the_direct_path_around_them() {
 fn a_flat_message_the_short_loop_leaves_midway_is_rendered_whole_by_the_general_one() {
     let s = schema("bench", "bench.proto");
     let desc = s.message("bench.v1.Record").unwrap();
-    let opts = Options::default();
     // id = 7, name = "n", then what the short loop hands over after writing two fields: an
     // unknown field (number 9), a field out of order (price after cat), a two-byte tag (an
     // unknown field 16).
@@ -109,22 +111,40 @@ fn a_flat_message_the_short_loop_leaves_midway_is_rendered_whole_by_the_general_
     ];
     for (what, tail, unknown) in tails {
         let pb = [head, &tail].concat();
-        for to in [Format::Json, Format::Msgpack] {
-            let mut out = Vec::new();
-            let findings = s.from_protobuf(&desc, to, &pb, &mut out, &opts).unwrap();
-            let mut want = Vec::new();
-            transcode::reference::from_protobuf(&desc, to, &pb, &mut want, &opts).unwrap();
-            assert_eq!(out, want, "{what}");
-            let numbers: Vec<u32> = findings.unknown_fields.iter().map(|u| u.number).collect();
-            assert_eq!(numbers, Vec::from_iter(unknown), "{what}");
-            // Unknown fields keep it on the direct path (the general loop skips and reports
-            // them); a field out of order goes to the reference, which sorts.
-            if unknown.is_some() {
-                let direct = s.direct_only(&desc, Format::Protobuf, to, &pb, &opts);
-                assert_eq!(direct, Some(want), "{what}");
-            }
-        }
+        // Unknown fields keep it on the direct path (the general loop skips and reports
+        // them); a field out of order goes to the reference, which sorts.
+        let numbers = renders_as_the_reference(&s, &desc, &pb, unknown.is_some(), what);
+        assert_eq!(numbers, Vec::from_iter(unknown), "{what}");
     }
+}
+
+/// `pb` rendered as JSON and as MessagePack: the reference's bytes and findings, and, if
+/// `direct`, answered by the direct path itself (not handed over). The unknown fields'
+/// numbers as reported.
+fn renders_as_the_reference(
+    s: &Schema,
+    desc: &MessageDescriptor,
+    pb: &[u8],
+    direct: bool,
+    what: &str,
+) -> Vec<u32> {
+    let opts = Options::default();
+    let mut numbers = Vec::new();
+    for to in [Format::Json, Format::Msgpack] {
+        let mut out = Vec::new();
+        let findings = s.from_protobuf(desc, to, pb, &mut out, &opts).unwrap();
+        let mut want = Vec::new();
+        let want_findings =
+            transcode::reference::from_protobuf(desc, to, pb, &mut want, &opts).unwrap();
+        assert_eq!(out, want, "{what}, {to:?}");
+        assert_eq!(findings, want_findings, "{what}, {to:?}");
+        if direct {
+            let answer = s.direct_only(desc, Format::Protobuf, to, pb, &opts);
+            assert_eq!(answer, Some(want), "{what}, {to:?}: handed over");
+        }
+        numbers = findings.unknown_fields.iter().map(|u| u.number).collect();
+    }
+    numbers
 }
 
 /// A flat message with a repeated message field (`Order`, its `items`) leaves its short loop
@@ -135,7 +155,6 @@ fn a_flat_message_the_short_loop_leaves_midway_is_rendered_whole_by_the_general_
 fn a_flat_message_that_leaves_after_its_list_reports_each_unknown_field_once() {
     let s = schema("bench", "bench.proto");
     let desc = s.message("bench.v1.Order").unwrap();
-    let opts = Options::default();
     // Items: sku_id = 1 and an unknown field 9; sku_id = 2, quantity = 3 out of order after
     // an unknown field 10 (the item's own short loop leaves, then its general loop).
     let item = |b: &[u8]| [&[0x2a, b.len() as u8][..], b].concat();
@@ -145,36 +164,27 @@ fn a_flat_message_that_leaves_after_its_list_reports_each_unknown_field_once() {
     ]
     .concat();
     let order_id = [0x08u8, 0x07];
-    let tails: [(&str, Vec<u8>, Vec<u32>); 3] = [
+    // What follows the list, the unknown fields reported, and whether the direct path
+    // answers (a field out of order goes to the reference, which sorts).
+    let tails: [(&str, Vec<u8>, Vec<u32>, bool); 3] = [
         (
             "after the list, an unknown field",
             vec![0x58, 0x01],
             vec![11, 9, 10],
+            true,
         ),
         (
             "after the list, a field out of order",
             vec![0x10, 0x04],
-            vec![],
+            vec![9, 10],
+            false,
         ),
-        ("nothing after the list", vec![], vec![9, 10]),
+        ("nothing after the list", vec![], vec![9, 10], true),
     ];
-    for (what, tail, unknown) in tails {
+    for (what, tail, unknown, direct) in tails {
         let pb = [&order_id[..], &items, &tail].concat();
-        for to in [Format::Json, Format::Msgpack] {
-            let mut out = Vec::new();
-            let findings = s.from_protobuf(&desc, to, &pb, &mut out, &opts).unwrap();
-            let mut want = Vec::new();
-            let want_findings =
-                transcode::reference::from_protobuf(&desc, to, &pb, &mut want, &opts).unwrap();
-            assert_eq!(out, want, "{what}");
-            assert_eq!(findings, want_findings, "{what}");
-            if !unknown.is_empty() {
-                let numbers: Vec<u32> = findings.unknown_fields.iter().map(|u| u.number).collect();
-                assert_eq!(numbers, unknown, "{what}");
-                let direct = s.direct_only(&desc, Format::Protobuf, to, &pb, &opts);
-                assert_eq!(direct, Some(want), "{what}: direct");
-            }
-        }
+        let numbers = renders_as_the_reference(&s, &desc, &pb, direct, what);
+        assert_eq!(numbers, unknown, "{what}");
     }
 }
 
@@ -187,7 +197,6 @@ fn a_flat_message_that_leaves_after_its_list_reports_each_unknown_field_once() {
 fn nested_short_loops_that_leave_cost_no_more_than_twice() {
     let s = schema("test", "tree.proto");
     let desc = s.message("protogate.test.v1.Tree").unwrap();
-    let opts = Options::default();
     // From the innermost out: value = 1, the child (kids), then unknown field 9.
     let mut pb: Vec<u8> = vec![0x08, 0x01];
     for _ in 0..90 {
@@ -198,20 +207,9 @@ fn nested_short_loops_that_leave_cost_no_more_than_twice() {
         pb = parent;
     }
     let (done, answer) = std::sync::mpsc::channel();
-    let input = pb.clone();
     let worker = std::thread::spawn(move || {
-        for to in [Format::Json, Format::Msgpack] {
-            let mut out = Vec::new();
-            let findings = s.from_protobuf(&desc, to, &input, &mut out, &opts).unwrap();
-            let mut want = Vec::new();
-            let want_findings =
-                transcode::reference::from_protobuf(&desc, to, &input, &mut want, &opts).unwrap();
-            assert_eq!(out, want, "{to:?}");
-            assert_eq!(findings, want_findings, "{to:?}");
-            assert_eq!(findings.unknown_fields.len(), 90, "{to:?}");
-            let direct = s.direct_only(&desc, Format::Protobuf, to, &input, &opts);
-            assert_eq!(direct, Some(want), "{to:?}: direct");
-        }
+        let numbers = renders_as_the_reference(&s, &desc, &pb, true, "a tree 90 deep");
+        assert_eq!(numbers, vec![9; 90]);
         let _ = done.send(());
     });
     let finished = answer.recv_timeout(std::time::Duration::from_secs(120));
