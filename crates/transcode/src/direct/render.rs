@@ -190,7 +190,9 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
             } else if LISTS && let Some(m) = field.message {
                 // A repeated message (the only message fields a flat plan has): its whole
                 // run, while the next tag is this one's byte. The same field again later is
-                // out of order.
+                // out of order. The general loop's run, with the key and the array's start
+                // before it and its count in a register: one function for both loops
+                // measured 3-4 % more instructions (BENCHMARKS.md session 17, review).
                 self.sink.key(out, field, names);
                 count += 1;
                 let mark = self.sink.begin_array(out);
