@@ -334,6 +334,24 @@ mod tests {
                 Err(_) => assert!(got.is_err(), "{input:02x?}"),
             }
         }
+        // Any bytes, non-shortest forms included (`81 80 00` is 1): each byte's top bit set
+        // with a chance that makes every length from 1 to 12 common.
+        for _ in 0..200_000 {
+            let len = (next() % 13) as usize;
+            let input: Vec<u8> = (0..len)
+                .map(|_| (next() as u8 & 0x7f) | if next() % 8 == 0 { 0 } else { 0x80 })
+                .collect();
+            let mut r = Reader::new(&input, 0);
+            let got = r.varint();
+            let mut buf = input.as_slice();
+            match prost::encoding::decode_varint(&mut buf) {
+                Ok(want) => {
+                    assert_eq!(got.ok(), Some(want), "{input:02x?}");
+                    assert_eq!(r.pos, input.len() - buf.len(), "{input:02x?}");
+                }
+                Err(_) => assert!(got.is_err(), "{input:02x?}"),
+            }
+        }
         // Ten-byte varints: the last byte may only carry the top bit.
         for last in [0x01u8, 0x02, 0x7f] {
             let mut input = vec![0xff; 9];
