@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 ORACLE_REQ := tests/oracle/requirements.txt
 DEPLOY_REQ := tests/deploy/requirements.txt
 
-.PHONY: demo test build lint bench bench-ratios bench-codecs bench-e2e bench-ir bench-burst soak oracle-env grpcgw deploy-env deploy-check clean
+.PHONY: demo test build lint bench bench-ratios bench-codecs bench-e2e bench-ir bench-ir-transcoder bench-burst soak oracle-env grpcgw deploy-env deploy-check clean
 
 demo:
 	$(CARGO) run --release -p protogate -- demo
@@ -86,6 +86,11 @@ bench-e2e:
 # JSON and protobuf; ~4 min. Settings: bench/ir.sh's header (IR_GATEWAY, IR_TLS, IR_ENDPOINTS).
 bench-ir:
 	bench/ir.sh
+
+# The transcoder's instructions per JSON byte (callgrind), floor and four directions, for A/B
+# comparisons that code placement does not move (bench/transcoder_ir.sh; ~1 min).
+bench-ir-transcoder:
+	bench/transcoder_ir.sh
 
 # Memory under a burst (issue 18 §1): 200 concurrent 4 MB JSON bodies over HTTP/1.1, then over
 # one HTTP/2 connection; the gateway's peak RSS and RSS for 30 s after (bench/burst.py, h2load).
