@@ -339,7 +339,7 @@ mod tests {
         for _ in 0..200_000 {
             let len = (next() % 13) as usize;
             let input: Vec<u8> = (0..len)
-                .map(|_| (next() as u8 & 0x7f) | if next() % 8 == 0 { 0 } else { 0x80 })
+                .map(|_| (next() as u8 & 0x7f) | if next().is_multiple_of(8) { 0 } else { 0x80 })
                 .collect();
             let mut r = Reader::new(&input, 0);
             let got = r.varint();
