@@ -27,6 +27,11 @@ const V1: &[(&str, &str, &str)] = &[
         include_str!("../../proto/test/tree.proto"),
     ),
     (
+        "plain.proto",
+        "test",
+        include_str!("../../proto/test/plain.proto"),
+    ),
+    (
         "library.proto",
         "test/rest/v1",
         include_str!("../../proto/test/rest/v1/library.proto"),
@@ -69,7 +74,8 @@ fn compile(files: &'static [(&'static str, &'static str, &'static str)]) -> Sche
     .unwrap_or_else(|e| panic!("the test protos compile: {e}"))
 }
 
-/// The schema of the v1 protos (bench, kitchen sink, tree, library, test service, demo shop).
+/// The schema of the v1 protos (bench, kitchen sink, tree, plain, library, test service, demo
+/// shop).
 pub fn schema_v1() -> &'static Schema {
     static S: OnceLock<Schema> = OnceLock::new();
     S.get_or_init(|| compile(V1))

@@ -198,6 +198,12 @@ impl Schema {
         self.pool.get_message_by_name(full_name)
     }
 
+    /// The direct transcoder's plans (for the crate's own tests of its loops).
+    #[cfg(test)]
+    pub(crate) fn plans(&self) -> &crate::direct::plan::Plans {
+        &self.plans
+    }
+
     /// Converts `input` in format `from` to protobuf wire bytes of message `desc`, appended to
     /// `out`. Protobuf input is copied unchanged (pass-through never re-encodes). `desc`
     /// should come from this schema ([`Schema::message`], its methods): a descriptor of

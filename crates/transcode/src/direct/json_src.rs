@@ -19,17 +19,17 @@ pub(crate) struct JsonSrc<'a> {
 }
 
 impl<'a> JsonSrc<'a> {
-    pub(crate) fn new(input: &'a [u8]) -> R<JsonSrc<'a>> {
-        // Valid UTF-8 once for the whole text: every string slice is then a valid &str.
-        let text = simdutf8::basic::from_utf8(input).map_err(|_| Bail)?;
+    /// A source over `text`, validated as UTF-8 by the caller once for the whole input: every
+    /// string slice of it is then a valid &str.
+    pub(crate) fn new(text: &'a str) -> JsonSrc<'a> {
         let mut s = JsonSrc {
             text,
-            input,
+            input: text.as_bytes(),
             pos: 0,
             scratch: String::new(),
         };
         s.ws();
-        Ok(s)
+        s
     }
 
     fn eat(&mut self, b: u8) -> R<()> {
@@ -248,49 +248,12 @@ impl<'a> JsonSrc<'a> {
         }
     }
 
-    /// The common numbers in one pass: at most 19 digits, no exponent, and for fractions a
-    /// value exactly computed as `digits / 10^k` (digits ≤ 2^53, k ≤ 18: both exact doubles,
-    /// so the division rounds once, correctly — what serde_json's float_roundtrip parsing
-    /// gives). `None`, nothing consumed, for the rest.
+    /// [`short_number`] at the current position, consumed if read.
     #[inline]
     fn short_number(&mut self) -> Option<Lit<'static>> {
-        const POW10: [f64; 19] = [
-            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-            1e16, 1e17, 1e18,
-        ];
-        let b = self.input;
-        let neg = b.get(self.pos) == Some(&b'-');
-        let int_start = self.pos + usize::from(neg);
-        let (i, mag) = decimal_run(b, int_start, 0);
-        let int_digits = i - int_start;
-        if int_digits == 0 || int_digits > 19 || (int_digits > 1 && b[int_start] == b'0') {
-            return None;
-        }
-        match b.get(i) {
-            Some(b'.') => {}
-            Some(b'e' | b'E') => return None,
-            _ => {
-                self.pos = i;
-                return Some(integer_lit(neg, mag));
-            }
-        }
-        let frac_start = i + 1;
-        let (j, mag) = decimal_run(b, frac_start, mag);
-        let frac_digits = j - frac_start;
-        if frac_digits == 0
-            || int_digits + frac_digits > 19
-            || matches!(b.get(j), Some(b'e' | b'E'))
-        {
-            return None;
-        }
-        let f = if mag <= 1 << 53 {
-            mag as f64 / POW10.get(frac_digits)?
-        } else {
-            // 16 to 19 significant digits (what shortest-form printers give most doubles).
-            div_pow10(mag, frac_digits)
-        };
-        self.pos = j;
-        Some(Lit::F64(if neg { -f } else { f }))
+        let (lit, end) = short_number(self.input, self.pos)?;
+        self.pos = end;
+        Some(lit)
     }
 
     /// Any number: exponents, long mantissas, integers beyond 19 digits.
@@ -333,6 +296,43 @@ impl<'a> JsonSrc<'a> {
         }
         Ok(integer_lit(neg, mag))
     }
+}
+
+/// The number token at `b[pos..]` and where it ends, if it is one of the common numbers, read
+/// in one pass: at most 19 digits, no exponent, and for fractions a value exactly computed as
+/// `digits / 10^k` (digits ≤ 2^53, k ≤ 18: both exact doubles, so the division rounds once,
+/// correctly — what serde_json's float_roundtrip parsing gives). `None` for the rest.
+#[inline(always)]
+pub(crate) fn short_number(b: &[u8], pos: usize) -> Option<(Lit<'static>, usize)> {
+    const POW10: [f64; 19] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18,
+    ];
+    let neg = b.get(pos) == Some(&b'-');
+    let int_start = pos + usize::from(neg);
+    let (i, mag) = decimal_run(b, int_start, 0);
+    let int_digits = i - int_start;
+    if int_digits == 0 || int_digits > 19 || (int_digits > 1 && b[int_start] == b'0') {
+        return None;
+    }
+    match b.get(i) {
+        Some(b'.') => {}
+        Some(b'e' | b'E') => return None,
+        _ => return Some((integer_lit(neg, mag), i)),
+    }
+    let frac_start = i + 1;
+    let (j, mag) = decimal_run(b, frac_start, mag);
+    let frac_digits = j - frac_start;
+    if frac_digits == 0 || int_digits + frac_digits > 19 || matches!(b.get(j), Some(b'e' | b'E')) {
+        return None;
+    }
+    let f = if mag <= 1 << 53 {
+        mag as f64 / POW10.get(frac_digits)?
+    } else {
+        // 16 to 19 significant digits (what shortest-form printers give most doubles).
+        div_pow10(mag, frac_digits)
+    };
+    Some((Lit::F64(if neg { -f } else { f }), j))
 }
 
 /// An integer literal of magnitude `mag` as serde_json reads it.
@@ -574,12 +574,12 @@ mod tests {
                 t.push_str("e-3");
             }
             t.push(*[',', '}', ']', ' '].get(next(4) as usize).unwrap());
-            let mut short = JsonSrc::new(t.as_bytes()).unwrap();
+            let mut short = JsonSrc::new(&t);
             let Some(got) = short.short_number() else {
                 continue;
             };
             answered += 1;
-            let mut long = JsonSrc::new(t.as_bytes()).unwrap();
+            let mut long = JsonSrc::new(&t);
             let want = long
                 .long_number()
                 .unwrap_or_else(|_| panic!("{t}: refused"));
@@ -623,7 +623,7 @@ mod tests {
             "4.666328717212361088",
         ] {
             let text = format!("{t},");
-            let got = JsonSrc::new(text.as_bytes()).unwrap().short_number();
+            let got = JsonSrc::new(&text).short_number();
             let want: f64 = t.parse().unwrap();
             match got {
                 Some(Lit::F64(f)) => assert_eq!(f.to_bits(), want.to_bits(), "{t}: {f} vs {want}"),

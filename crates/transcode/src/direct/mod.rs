@@ -10,6 +10,7 @@
 
 pub(crate) mod digits;
 pub(crate) mod encode;
+pub(crate) mod json_fast;
 pub(crate) mod json_src;
 pub(crate) mod msgpack_src;
 pub(crate) mod plan;
@@ -34,7 +35,16 @@ pub(crate) fn to_protobuf(
     opts: &Options,
 ) -> Result<(), Bail> {
     match from {
-        Format::Json => encode::encode(plans, plan, json_src::JsonSrc::new(input)?, out, opts),
+        Format::Json => {
+            // Valid UTF-8 once for the whole text: both loops then slice strings out of it.
+            let text = simdutf8::basic::from_utf8(input).map_err(|_| Bail)?;
+            let start = out.len();
+            if json_fast::encode(plans, plan, input, out, opts).is_some() {
+                return Ok(());
+            }
+            out.truncate(start);
+            encode::encode(plans, plan, json_src::JsonSrc::new(text), out, opts)
+        }
         Format::Msgpack => {
             encode::encode(plans, plan, msgpack_src::MsgpackSrc::new(input), out, opts)
         }

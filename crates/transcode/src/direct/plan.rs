@@ -70,6 +70,9 @@ pub(crate) struct MsgPlan {
     pub(crate) flat: bool,
     /// A flat plan with a repeated message field: its short loop renders other messages.
     pub(crate) flat_lists: bool,
+    /// Every field one `direct::json_fast` takes (`FieldPlan::json_fast`), at most 64 of them,
+    /// not a well-known type: JSON input goes to that loop first.
+    pub(crate) json_fast: bool,
     /// Fields in declaration order.
     pub(crate) fields: Vec<FieldPlan>,
     /// Field index by JSON key (json_name and proto name).
@@ -88,6 +91,23 @@ pub(crate) enum Card {
     Single,
     List,
     Map,
+}
+
+/// How `direct::json_fast` takes a field's JSON value.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Fast {
+    /// Not at all: a message with such a field goes to the general encoder.
+    No,
+    /// A singular integer, double or float in no oneof.
+    Number,
+    /// A singular string in no oneof.
+    Str,
+    /// A singular bool in no oneof.
+    Bool,
+    /// A singular message field in no oneof, of this plan.
+    Message(usize),
+    /// A repeated message field (not a map) of this plan.
+    Messages(usize),
 }
 
 /// 16 bytes as two little-endian words (how key patterns and the input are compared).
@@ -232,6 +252,8 @@ pub(crate) struct FieldPlan {
     pub(crate) mp_proto_key: Short,
     /// Values whose `null` is not simply "unset" (Value, NullValue): the reference decides.
     pub(crate) null_is_value: bool,
+    /// How `direct::json_fast` takes the value.
+    pub(crate) json_fast: Fast,
     /// Enum value names by number (for enum fields and enum map values).
     pub(crate) enum_names: HashMap<i32, String>,
     pub(crate) enum_is_null_value: bool,
@@ -347,6 +369,8 @@ impl MsgPlan {
                 (scalar || message_list) && f.oneof.is_none() && (1..16).contains(&f.number)
             });
         let flat_lists = flat && fields.iter().any(|f| f.message.is_some());
+        let json_fast =
+            !special && fields.len() <= 64 && fields.iter().all(|f| f.json_fast != Fast::No);
         let mut by_tag = [0u16; 128];
         for (i, f) in fields.iter().enumerate() {
             if !(1..16).contains(&f.number) || i >= usize::from(u16::MAX) {
@@ -366,6 +390,7 @@ impl MsgPlan {
             special,
             flat,
             flat_lists,
+            json_fast,
             fields,
             by_key,
             dense,
@@ -465,6 +490,19 @@ fn field_plan(
     let mp_json_key = mp_key(f.json_name());
     let enum_is_null_value =
         matches!(value_kind, Kind::Enum(e) if e.full_name() == "google.protobuf.NullValue");
+    let op = Op::of(&kind);
+    let json_fast = match (card, message, oneof) {
+        _ if null_is_value => Fast::No,
+        (Card::Single, Some(m), None) => Fast::Message(m),
+        (Card::List, Some(m), _) if !packed => Fast::Messages(m),
+        (Card::Single, None, None) => match op {
+            Op::Str => Fast::Str,
+            Op::Bool => Fast::Bool,
+            Op::Bytes | Op::Enum | Op::Message => Fast::No,
+            _ => Fast::Number,
+        },
+        _ => Fast::No,
+    };
     FieldPlan {
         number: f.number(),
         json_name: f.json_name().to_owned(),
@@ -483,10 +521,11 @@ fn field_plan(
         mp_json_key: Short::new(mp_json_key),
         mp_proto_key: Short::new(mp_key(f.name())),
         null_is_value,
+        json_fast,
         enum_names: enum_names(value_kind),
         enum_is_null_value,
         map_value,
-        op: Op::of(&kind),
+        op,
         kind,
     }
 }

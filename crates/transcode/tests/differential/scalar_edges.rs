@@ -14,13 +14,36 @@ use crate::harness::{Outcome, diff};
 /// fixed-size copies and one-byte lengths.
 #[test]
 fn fast_path_scalar_edges_agree() {
-    let schema = compile_proto("test", "kitchen_sink.proto");
-    let desc = schema.message("protogate.test.v1.KitchenSink").unwrap();
-    let opts = Options::default();
     let kinds = [
         "double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32",
         "fixed64", "sfixed32", "sfixed64", "bool", "string", "bytes", "enum",
     ];
+    scalar_edges_agree(
+        "kitchen_sink.proto",
+        "protogate.test.v1.KitchenSink",
+        &kinds,
+    );
+}
+
+/// [`fast_path_scalar_edges_agree`] in a message `direct::json_fast` takes whole (every
+/// field a number, string, bool or message: no bytes, enums or maps), so that the edge values
+/// reach that loop first.
+#[test]
+fn json_fast_scalar_edges_agree() {
+    let kinds = [
+        "double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32",
+        "fixed64", "sfixed32", "sfixed64", "bool", "string", "far", "farther",
+    ];
+    scalar_edges_agree("plain.proto", "protogate.test.v1.Plain", &kinds);
+}
+
+/// Every value of the list below in every field of `kinds` (`f<Kind>`, `opt<Kind>`,
+/// `rep<Kind>`, where the message has them) of `message`, converted by the gateway's path and
+/// by the reference: the same bytes or the same error.
+fn scalar_edges_agree(proto: &str, message: &str, kinds: &[&str]) {
+    let schema = compile_proto("test", proto);
+    let desc = schema.message(message).unwrap();
+    let opts = Options::default();
     let values = [
         "0",
         "-0",
@@ -143,6 +166,17 @@ fn fast_path_scalar_edges_agree() {
                 // Input that ends right after the value, or after the key.
                 format!(r#"{{"f{}":{value}"#, capitalize(kind)),
                 format!(r#"{{"fInt32":{value},"f{}""#, capitalize(kind)),
+                // Nested, in a list, and after keys out of declaration order (Plain's child
+                // and children; KitchenSink has neither, and both paths refuse them).
+                format!(r#"{{"child":{{"f{}":{value}}}}}"#, capitalize(kind)),
+                format!(
+                    r#"{{"children":[{{"f{0}":{value}}}, {{"opt{0}":{value},"fInt32":2}}]}}"#,
+                    capitalize(kind)
+                ),
+                format!(
+                    r#"{{"fString":"x","fDouble":1,"f{}":{value}}}"#,
+                    capitalize(kind)
+                ),
             ];
             for text in texts {
                 let production = Outcome::run(|o| {
