@@ -1,7 +1,7 @@
 //! JSON → protobuf wire bytes for messages whose every field has a common shape (numbers,
 //! strings, bools, messages and lists of them, in no oneof: `MsgPlan::json_fast`), in one
 //! function over the bytes with the position in a local and one match on the field's
-//! `FieldPlan::json_fast` action a field. Anything else — a null, an escape in a string or a
+//! action (`MsgPlan::fast`) a field. Anything else — a null, an escape in a string or a
 //! key, a number or string it does not read, a duplicate, a key it does not know — and it gives
 //! up (`None`) on the whole message, which the general encoder (`direct::encode`) then
 //! converts or hands on to the reference.
@@ -99,8 +99,8 @@ impl Loop<'_, '_> {
             }
             seen |= bit;
             hint = fi + 1;
-            let field = plan.fields.get(fi)?;
-            p = self.value(field, self.ws(after), out, depth)?;
+            let (field, fast) = (plan.fields.get(fi)?, *plan.fast.get(fi)?);
+            p = self.value(field, fast, self.ws(after), out, depth)?;
             p = self.ws(p);
             match self.b.get(p) {
                 Some(b',') => p = self.ws(p + 1),
@@ -133,11 +133,18 @@ impl Loop<'_, '_> {
 
     /// The value at `p` as `field`, written with its tag; where it ends.
     #[inline(always)]
-    fn value(&self, field: &FieldPlan, p: usize, out: &mut Vec<u8>, depth: usize) -> Option<usize> {
+    fn value(
+        &self,
+        field: &FieldPlan,
+        fast: Fast,
+        p: usize,
+        out: &mut Vec<u8>,
+        depth: usize,
+    ) -> Option<usize> {
         let b = self.b;
         let c = *b.get(p)?;
         let always = field.presence;
-        match (field.json_fast, c) {
+        match (fast, c) {
             (Fast::Number, b'"') => {
                 // An integer field's value as a string of digits.
                 if matches!(field.op, Op::Double | Op::Float) {

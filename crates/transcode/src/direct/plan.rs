@@ -70,9 +70,13 @@ pub(crate) struct MsgPlan {
     pub(crate) flat: bool,
     /// A flat plan with a repeated message field: its short loop renders other messages.
     pub(crate) flat_lists: bool,
-    /// Every field one `direct::json_fast` takes (`FieldPlan::json_fast`), at most 64 of them,
-    /// not a well-known type: JSON input goes to that loop first.
+    /// Every field one `direct::json_fast` takes (`fast`), at most 64 of them, not a
+    /// well-known type: JSON input goes to that loop first.
     pub(crate) json_fast: bool,
+    /// How `direct::json_fast` takes each field (by index, as `fields`): kept apart from
+    /// `FieldPlan`, whose layout the other loops' timings depend on (one more field in it made
+    /// msgpack → pb 6-10 % slower with the same instructions).
+    pub(crate) fast: Vec<Fast>,
     /// Fields in declaration order.
     pub(crate) fields: Vec<FieldPlan>,
     /// Field index by JSON key (json_name and proto name).
@@ -252,8 +256,6 @@ pub(crate) struct FieldPlan {
     pub(crate) mp_proto_key: Short,
     /// Values whose `null` is not simply "unset" (Value, NullValue): the reference decides.
     pub(crate) null_is_value: bool,
-    /// How `direct::json_fast` takes the value.
-    pub(crate) json_fast: Fast,
     /// Enum value names by number (for enum fields and enum map values).
     pub(crate) enum_names: HashMap<i32, String>,
     pub(crate) enum_is_null_value: bool,
@@ -283,6 +285,22 @@ impl Plans {
             .by_name_ptr
             .get(&(desc.full_name().as_ptr() as usize))?;
         (self.msgs[i].desc == *desc).then_some(i)
+    }
+}
+
+/// How `direct::json_fast` takes `f`'s value.
+fn json_fast(f: &FieldPlan) -> Fast {
+    match (f.card, f.message, f.oneof) {
+        _ if f.null_is_value => Fast::No,
+        (Card::Single, Some(m), None) => Fast::Message(m),
+        (Card::List, Some(m), _) if !f.packed => Fast::Messages(m),
+        (Card::Single, None, None) => match f.op {
+            Op::Str => Fast::Str,
+            Op::Bool => Fast::Bool,
+            Op::Bytes | Op::Enum | Op::Message => Fast::No,
+            _ => Fast::Number,
+        },
+        _ => Fast::No,
     }
 }
 
@@ -369,8 +387,8 @@ impl MsgPlan {
                 (scalar || message_list) && f.oneof.is_none() && (1..16).contains(&f.number)
             });
         let flat_lists = flat && fields.iter().any(|f| f.message.is_some());
-        let json_fast =
-            !special && fields.len() <= 64 && fields.iter().all(|f| f.json_fast != Fast::No);
+        let fast: Vec<Fast> = fields.iter().map(json_fast).collect();
+        let json_fast = !special && fields.len() <= 64 && !fast.contains(&Fast::No);
         let mut by_tag = [0u16; 128];
         for (i, f) in fields.iter().enumerate() {
             if !(1..16).contains(&f.number) || i >= usize::from(u16::MAX) {
@@ -391,6 +409,7 @@ impl MsgPlan {
             flat,
             flat_lists,
             json_fast,
+            fast,
             fields,
             by_key,
             dense,
@@ -491,18 +510,6 @@ fn field_plan(
     let enum_is_null_value =
         matches!(value_kind, Kind::Enum(e) if e.full_name() == "google.protobuf.NullValue");
     let op = Op::of(&kind);
-    let json_fast = match (card, message, oneof) {
-        _ if null_is_value => Fast::No,
-        (Card::Single, Some(m), None) => Fast::Message(m),
-        (Card::List, Some(m), _) if !packed => Fast::Messages(m),
-        (Card::Single, None, None) => match op {
-            Op::Str => Fast::Str,
-            Op::Bool => Fast::Bool,
-            Op::Bytes | Op::Enum | Op::Message => Fast::No,
-            _ => Fast::Number,
-        },
-        _ => Fast::No,
-    };
     FieldPlan {
         number: f.number(),
         json_name: f.json_name().to_owned(),
@@ -521,7 +528,6 @@ fn field_plan(
         mp_json_key: Short::new(mp_json_key),
         mp_proto_key: Short::new(mp_key(f.name())),
         null_is_value,
-        json_fast,
         enum_names: enum_names(value_kind),
         enum_is_null_value,
         map_value,
