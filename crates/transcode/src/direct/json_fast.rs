@@ -1,5 +1,5 @@
 //! JSON → protobuf wire bytes for messages whose every field has a common shape (numbers,
-//! strings, bools, messages and lists of them, in no oneof: `MsgPlan::json_fast`), in one
+//! strings, bools, messages and lists of them, in no oneof: `MsgPlan::fast_shapes`), in one
 //! function over the bytes with the position in a local and one match on the field's
 //! action (`MsgPlan::fast`) a field. Anything else — a null, an escape in a string or a
 //! key, a number or string it does not read, a duplicate, a key it does not know — and it gives
@@ -81,7 +81,7 @@ impl Loop<'_, '_> {
     /// The object at `p` as message plan `pi`; where it ends.
     fn message(&self, pi: usize, mut p: usize, out: &mut Vec<u8>, depth: usize) -> Option<usize> {
         let plan = self.plans.msgs.get(pi)?;
-        if depth > self.max_depth || !plan.json_fast || self.b.get(p) != Some(&b'{') {
+        if depth > self.max_depth || !plan.fast_shapes || self.b.get(p) != Some(&b'{') {
             return None;
         }
         p = self.ws(p + 1);

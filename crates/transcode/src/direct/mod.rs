@@ -12,6 +12,7 @@ pub(crate) mod digits;
 pub(crate) mod encode;
 pub(crate) mod json_fast;
 pub(crate) mod json_src;
+pub(crate) mod msgpack_fast;
 pub(crate) mod msgpack_src;
 pub(crate) mod plan;
 pub(crate) mod render;
@@ -46,6 +47,11 @@ pub(crate) fn to_protobuf(
             encode::encode(plans, plan, json_src::JsonSrc::new(text), out, opts)
         }
         Format::Msgpack => {
+            let start = out.len();
+            if msgpack_fast::encode(plans, plan, input, out, opts).is_some() {
+                return Ok(());
+            }
+            out.truncate(start);
             encode::encode(plans, plan, msgpack_src::MsgpackSrc::new(input), out, opts)
         }
         Format::Protobuf => Err(Bail),

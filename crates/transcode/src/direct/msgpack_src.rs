@@ -159,6 +159,14 @@ impl<'a> MsgpackSrc<'a> {
     }
 }
 
+/// The scalar at `b[pos..]` as [`MsgpackSrc::scalar_value`] reads it, and where it ends.
+#[inline(always)]
+pub(crate) fn scalar_at(b: &[u8], pos: usize) -> Option<(Lit<'_>, usize)> {
+    let mut s = MsgpackSrc { input: b, pos };
+    let lit = s.scalar_value().ok()?;
+    Some((lit, s.pos))
+}
+
 /// Takes one entry of a container with `left` entries to go, if any.
 fn count_down(left: &mut u32) -> bool {
     if *left == 0 {

@@ -70,10 +70,11 @@ pub(crate) struct MsgPlan {
     pub(crate) flat: bool,
     /// A flat plan with a repeated message field: its short loop renders other messages.
     pub(crate) flat_lists: bool,
-    /// Every field one `direct::json_fast` takes (`fast`), at most 64 of them, not a
-    /// well-known type: JSON input goes to that loop first.
-    pub(crate) json_fast: bool,
-    /// How `direct::json_fast` takes each field (by index, as `fields`): kept apart from
+    /// Every field one the fast loops take (`fast`), at most 64 of them, not a well-known
+    /// type: JSON input goes to `direct::json_fast` first, MessagePack to
+    /// `direct::msgpack_fast`.
+    pub(crate) fast_shapes: bool,
+    /// How the fast loops take each field (by index, as `fields`): kept apart from
     /// `FieldPlan`, whose layout the other loops' timings depend on (one more field in it made
     /// msgpack → pb 6-10 % slower with the same instructions).
     pub(crate) fast: Vec<Fast>,
@@ -97,7 +98,7 @@ pub(crate) enum Card {
     Map,
 }
 
-/// How `direct::json_fast` takes a field's JSON value.
+/// How the fast loops (`direct::json_fast`, `direct::msgpack_fast`) take a field's value.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Fast {
     /// Not at all: a message with such a field goes to the general encoder.
@@ -288,8 +289,8 @@ impl Plans {
     }
 }
 
-/// How `direct::json_fast` takes `f`'s value.
-fn json_fast(f: &FieldPlan) -> Fast {
+/// How the fast loops take `f`'s value.
+fn fast(f: &FieldPlan) -> Fast {
     match (f.card, f.message, f.oneof) {
         _ if f.null_is_value => Fast::No,
         (Card::Single, Some(m), None) => Fast::Message(m),
@@ -387,8 +388,8 @@ impl MsgPlan {
                 (scalar || message_list) && f.oneof.is_none() && (1..16).contains(&f.number)
             });
         let flat_lists = flat && fields.iter().any(|f| f.message.is_some());
-        let fast: Vec<Fast> = fields.iter().map(json_fast).collect();
-        let json_fast = !special && fields.len() <= 64 && !fast.contains(&Fast::No);
+        let fast: Vec<Fast> = fields.iter().map(fast).collect();
+        let fast_shapes = !special && fields.len() <= 64 && !fast.contains(&Fast::No);
         let mut by_tag = [0u16; 128];
         for (i, f) in fields.iter().enumerate() {
             if !(1..16).contains(&f.number) || i >= usize::from(u16::MAX) {
@@ -408,7 +409,7 @@ impl MsgPlan {
             special,
             flat,
             flat_lists,
-            json_fast,
+            fast_shapes,
             fast,
             fields,
             by_key,

@@ -209,8 +209,18 @@ fn capitalize(s: &str) -> String {
 /// optional and repeated, and after a key the fast path does not know.
 #[test]
 fn msgpack_fast_path_edges_agree() {
-    let schema = compile_proto("test", "kitchen_sink.proto");
-    let desc = schema.message("protogate.test.v1.KitchenSink").unwrap();
+    msgpack_edges_agree("kitchen_sink.proto", "protogate.test.v1.KitchenSink");
+}
+
+/// [`msgpack_fast_path_edges_agree`] in a message `direct::msgpack_fast` takes whole.
+#[test]
+fn msgpack_fast_loop_edges_agree() {
+    msgpack_edges_agree("plain.proto", "protogate.test.v1.Plain");
+}
+
+fn msgpack_edges_agree(proto: &str, message: &str) {
+    let schema = compile_proto("test", proto);
+    let desc = schema.message(message).unwrap();
     let opts = Options::default();
     let mut values: Vec<Vec<u8>> = Vec::new();
     for n in [0usize, 1, 15, 16, 17, 31, 32, 33, 40, 255, 256] {

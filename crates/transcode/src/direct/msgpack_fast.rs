@@ -1,0 +1,316 @@
+//! MessagePack → protobuf wire bytes for the messages `direct::json_fast` takes from JSON
+//! (`MsgPlan::fast_shapes`), in the same shape: one function over the bytes with the position in
+//! a local and one match on the field's action (`MsgPlan::fast`) a field. Anything else — a
+//! nil, a string under a header it does not read, a key it does not know, a duplicate — and
+//! it gives up (`None`) on the whole message, which the general encoder (`direct::encode`
+//! over `MsgpackSrc`) then converts or hands on to the reference.
+//!
+//! It writes what the general encoder writes: the values go through the same functions
+//! (`msgpack_src::scalar_at`, `put_plain`, `put_str_field`, `direct::utf8`), maps' and
+//! arrays' headers are read as `MsgpackSrc` reads them, fields in input order, message
+//! lengths patched the same way; the differential tests and the fuzz targets hold all three
+//! paths to one answer.
+
+use super::encode::{put_plain, put_str_field, put_tag_bytes};
+use super::msgpack_src::scalar_at;
+use super::plan::{Fast, FieldPlan, MsgPlan, Plans, words16};
+use super::utf8;
+use crate::Options;
+use crate::wire::patch_reserved_len;
+
+/// Converts the MessagePack `b` as message plan `root`, appended to `out`; `None` when it
+/// leaves the message to the general encoder (`out` then holds a partial message: the caller
+/// truncates it).
+pub(crate) fn encode(
+    plans: &Plans,
+    root: usize,
+    b: &[u8],
+    out: &mut Vec<u8>,
+    opts: &Options,
+) -> Option<()> {
+    if opts.ignore_unknown_fields {
+        return None;
+    }
+    let l = Loop {
+        plans,
+        b,
+        max_depth: opts.max_depth,
+    };
+    (l.message(root, 0, out, 1)? == b.len()).then_some(())
+}
+
+struct Loop<'p, 'b> {
+    plans: &'p Plans,
+    b: &'b [u8],
+    max_depth: usize,
+}
+
+impl Loop<'_, '_> {
+    /// A big-endian count of `n` bytes (2 or 4) at `p`, and where it ends.
+    #[inline(always)]
+    fn count(&self, p: usize, n: usize) -> Option<(u32, usize)> {
+        let c = match *self.b.get(p..p + n)? {
+            [a, b] => u32::from(u16::from_be_bytes([a, b])),
+            [a, b, c, d] => u32::from_be_bytes([a, b, c, d]),
+            _ => return None,
+        };
+        Some((c, p + n))
+    }
+
+    /// A map's (`map`) or an array's header at `p`: its entries and where they start.
+    #[inline(always)]
+    fn header(&self, p: usize, map: bool) -> Option<(u32, usize)> {
+        match (*self.b.get(p)?, map) {
+            (m @ 0x80..=0x8f, true) | (m @ 0x90..=0x9f, false) => {
+                Some((u32::from(m & 0x0f), p + 1))
+            }
+            (0xde, true) | (0xdc, false) => self.count(p + 1, 2),
+            (0xdf, true) | (0xdd, false) => self.count(p + 1, 4),
+            _ => None,
+        }
+    }
+
+    /// The map at `p` as message plan `pi`; where it ends.
+    fn message(&self, pi: usize, p: usize, out: &mut Vec<u8>, depth: usize) -> Option<usize> {
+        let plan = self.plans.msgs.get(pi)?;
+        if depth > self.max_depth || !plan.fast_shapes {
+            return None;
+        }
+        let (n, mut p) = self.header(p, true)?;
+        let mut seen = 0u64;
+        let mut hint = 0;
+        for _ in 0..n {
+            let (fi, after) = self.key(plan, p, hint)?;
+            // fast_shapes plans have at most 64 fields.
+            let bit = 1u64 << (fi % 64);
+            if seen & bit != 0 {
+                return None;
+            }
+            seen |= bit;
+            hint = fi + 1;
+            let (field, fast) = (plan.fields.get(fi)?, *plan.fast.get(fi)?);
+            p = self.value(field, fast, after, out, depth)?;
+        }
+        Some(p)
+    }
+
+    /// The key at `p` as a field of `plan`: the expected one and the one after it by their
+    /// words (the smallest string header, as encoders write it), any other string by name; the
+    /// field and where its value starts.
+    #[inline(always)]
+    fn key(&self, plan: &MsgPlan, p: usize, hint: usize) -> Option<(usize, usize)> {
+        let rest = self.b.get(p..)?;
+        let window = rest.first_chunk::<16>().map_or([0; 2], words16);
+        if let Some(f) = plan.expected_key(hint, window, |f| &f.mp_json_key_words) {
+            return Some((f, p + plan.fields.get(f)?.mp_json_key_words.len));
+        }
+        let (len, start) = match *rest.first()? {
+            m @ 0xa0..=0xbf => (usize::from(m & 0x1f), p + 1),
+            0xd9 => (usize::from(*rest.get(1)?), p + 2),
+            0xda => {
+                let (n, s) = self.count(p + 1, 2)?;
+                (n as usize, s)
+            }
+            0xdb => {
+                let (n, s) = self.count(p + 1, 4)?;
+                (n as usize, s)
+            }
+            _ => return None,
+        };
+        let key = self.b.get(start..start.checked_add(len)?)?;
+        Some((plan.by_key(key, hint)?, start + len))
+    }
+
+    /// The value at `p` as `field`, written with its tag; where it ends.
+    #[inline(always)]
+    fn value(
+        &self,
+        field: &FieldPlan,
+        fast: Fast,
+        p: usize,
+        out: &mut Vec<u8>,
+        depth: usize,
+    ) -> Option<usize> {
+        let m = *self.b.get(p)?;
+        let always = field.presence;
+        match (fast, m) {
+            (Fast::Str, 0xa0..=0xbf | 0xd9) => {
+                // fixstr, or str8 (from 32 bytes on).
+                let (len, start) = match m {
+                    0xd9 => (usize::from(*self.b.get(p + 1)?), p + 2),
+                    _ => (usize::from(m & 0x1f), p + 1),
+                };
+                let window = self.b.get(start..)?;
+                if window.len() < len || !utf8(window, len) {
+                    return None;
+                }
+                if always || len != 0 {
+                    put_str_field(out, &field.tag, window, len);
+                }
+                Some(start + len)
+            }
+            // Numbers and booleans: any scalar header but strings, binaries and containers,
+            // read and written as the general encoder does.
+            (Fast::Number | Fast::Bool, 0x00..=0x7f | 0xc0..=0xc3 | 0xc7..=0xd8 | 0xe0..=0xff) => {
+                let (lit, end) = scalar_at(self.b, p)?;
+                put_plain(out, &field.tag, field.op, &lit, always)
+                    .ok()?
+                    .then_some(end)
+            }
+            (Fast::Message(pm), 0x80..=0x8f | 0xde | 0xdf) => {
+                put_tag_bytes(out, &field.tag);
+                let at = out.len();
+                out.push(0);
+                let end = self.message(pm, p, out, depth + 1)?;
+                patch_reserved_len(out, at, 1);
+                Some(end)
+            }
+            (Fast::Messages(pm), 0x90..=0x9f | 0xdc | 0xdd) => {
+                let (n, mut p) = self.header(p, false)?;
+                // Each element reserves the length bytes the one before took, as the general
+                // encoder does.
+                let mut reserve = 1;
+                for _ in 0..n {
+                    put_tag_bytes(out, &field.tag);
+                    let at = out.len();
+                    match reserve {
+                        1 => out.push(0),
+                        _ => out.resize(at + reserve, 0),
+                    }
+                    p = self.message(pm, p, out, depth + 1)?;
+                    reserve = patch_reserved_len(out, at, reserve);
+                }
+                Some(p)
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::encode;
+    use crate::{Format, Options, Schema, reference};
+
+    fn schema() -> Schema {
+        Schema::compile(
+            &["bench.proto".to_owned(), "plain.proto".to_owned()],
+            |name| {
+                match name {
+                    "bench.proto" => Some(include_str!("../../../../proto/bench/bench.proto")),
+                    "plain.proto" => Some(include_str!("../../../../proto/test/plain.proto")),
+                    _ => None,
+                }
+                .map(str::to_owned)
+            },
+        )
+        .unwrap()
+    }
+
+    /// What this loop makes of `mp` as `message`, or `None` where it leaves the message.
+    fn fast(schema: &Schema, message: &str, mp: &[u8], opts: &Options) -> Option<Vec<u8>> {
+        let desc = schema.message(message).unwrap();
+        let plan = schema.plans().index(&desc).unwrap();
+        let mut out = vec![7];
+        encode(schema.plans(), plan, mp, &mut out, opts)?;
+        assert_eq!(out[0], 7, "{mp:02x?}: wrote before its start");
+        Some(out.split_off(1))
+    }
+
+    /// MessagePack as the renderer writes it for `json` (the workloads' shapes) is this
+    /// loop's, and it writes the reference's bytes.
+    #[test]
+    fn takes_the_common_shapes_and_writes_the_references_bytes() {
+        let schema = schema();
+        let opts = Options::default();
+        // 200 bytes: a str8 (longer strings come as str16, which the loop leaves).
+        let long = "x".repeat(200);
+        let cases = [
+            (
+                "bench.v1.Order",
+                r#"{"orderId":"12345","userId":"-7","amount":99.99,"timestamp":"1718000000000","items":[{"skuId":"1000","quantity":1},{"skuId":"1001","quantity":2,"price":10.0}]}"#.to_owned(),
+            ),
+            (
+                "bench.v1.LogBatch",
+                r#"{"events":[{"ts":"1761350400000","level":"ERROR","status":503,"latencyMs":18.016010181088284,"hit":true,"message":"é and more than thirty-two bytes of text"}]}"#.to_owned(),
+            ),
+            (
+                "protogate.test.v1.Plain",
+                format!(
+                    r#"{{"fInt32":-5,"fFloat":1.5,"fSint64":"-9","fFixed64":"18","fBool":true,"fString":"{long}","optInt32":0,"optString":"","child":{{"children":[{{}}]}},"children":[{{}},{{"fDouble":0.5}}],"fFar":7,"fFarther":"x"}}"#
+                ),
+            ),
+            ("protogate.test.v1.Plain", "{}".to_owned()),
+        ];
+        for (message, json) in cases {
+            let desc = schema.message(message).unwrap();
+            let mut pb = Vec::new();
+            reference::to_protobuf(&desc, Format::Json, json.as_bytes(), &mut pb, &opts).unwrap();
+            let mut mp = Vec::new();
+            schema
+                .from_protobuf(&desc, Format::Msgpack, &pb, &mut mp, &opts)
+                .unwrap();
+            let mut want = Vec::new();
+            reference::to_protobuf(&desc, Format::Msgpack, &mp, &mut want, &opts).unwrap();
+            assert_eq!(fast(&schema, message, &mp, &opts), Some(want), "{json}");
+        }
+    }
+
+    /// Whatever it does not read leaves the message to the general encoder: nil, binaries,
+    /// strings under str16, unknown keys, duplicates, values of another type, trailing or
+    /// missing bytes, depth past the limit, unknown fields to be ignored.
+    #[test]
+    fn leaves_the_rest_to_the_general_encoder() {
+        let schema = schema();
+        let opts = Options::default();
+        let plain = "protogate.test.v1.Plain";
+        let key = |name: &str| {
+            let mut k = Vec::new();
+            rmp::encode::write_str(&mut k, name).unwrap();
+            k
+        };
+        let one = |name: &str, value: &[u8]| [&[0x81][..], &key(name), value].concat();
+        for mp in [
+            one("fInt32", &[0xc0]),
+            one("child", &[0xc0]),
+            one("children", &[0x91, 0xc0]),
+            one("fString", &[0xda, 0, 1, b'a']),
+            one("fString", &[0xc4, 1, b'a']),
+            one("fString", &[0xa1, 0xff]),
+            one("fString", &[0x07]),
+            one("fInt32", &[0xa1, b'1']),
+            one("fInt32", &[0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0]),
+            one("fUint32", &[0xff]),
+            one("fBool", &[0x01]),
+            one("nope", &[0x01]),
+            one("child", &[0x90]),
+            one("children", &[0x80]),
+            [one("fInt32", &[0x01]), vec![0x01]].concat(),
+            [
+                &[0x82][..],
+                &key("fInt32"),
+                &[0x01],
+                &key("fInt32"),
+                &[0x02],
+            ]
+            .concat(),
+            vec![0x81],
+            vec![0x90],
+            vec![0xde, 0xff],
+        ] {
+            assert_eq!(fast(&schema, plain, &mp, &opts), None, "{mp:02x?}");
+        }
+        let deep = one("child", &one("child", &one("child", &[0x80])));
+        let shallow = Options {
+            max_depth: 3,
+            ..Options::default()
+        };
+        assert_eq!(fast(&schema, plain, &deep, &shallow), None);
+        assert!(fast(&schema, plain, &deep, &Options::default()).is_some());
+        let ignoring = Options {
+            ignore_unknown_fields: true,
+            ..Options::default()
+        };
+        assert_eq!(fast(&schema, plain, &[0x80], &ignoring), None);
+    }
+}
