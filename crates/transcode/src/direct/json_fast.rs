@@ -301,6 +301,40 @@ mod tests {
         }
     }
 
+    /// Only messages whose every message below is one the loops take are theirs: one holding
+    /// a well-known type, or a message with an enum, even deep down, is not (it would be
+    /// converted in part, then given up, on every call).
+    #[test]
+    fn takes_no_message_that_holds_one_it_would_leave() {
+        let proto = r#"
+            syntax = "proto3";
+            package t.v1;
+            import "google/protobuf/timestamp.proto";
+            enum Color { COLOR_UNSPECIFIED = 0; }
+            message Leaf { Color c = 1; }
+            message Middle { repeated Leaf leaves = 1; int32 n = 2; }
+            message Top { Middle middle = 1; string s = 2; }
+            message Timed { google.protobuf.Timestamp at = 1; }
+            message Fine { string s = 1; repeated Fine more = 2; Timed2 t = 3; }
+            message Timed2 { int64 seconds = 1; }
+        "#;
+        let schema = Schema::compile(&["t.proto".to_owned()], move |name| {
+            (name == "t.proto").then(|| proto.to_owned())
+        })
+        .unwrap();
+        let taken = |name: &str| {
+            let desc = schema.message(name).unwrap();
+            let plans = schema.plans();
+            plans.msgs[plans.index(&desc).unwrap()].fast_shapes
+        };
+        for name in ["t.v1.Leaf", "t.v1.Middle", "t.v1.Top", "t.v1.Timed"] {
+            assert!(!taken(name), "{name}");
+        }
+        for name in ["t.v1.Fine", "t.v1.Timed2"] {
+            assert!(taken(name), "{name}");
+        }
+    }
+
     /// Whatever it does not read leaves the message to the general encoder (which converts it
     /// or hands it on): nulls, escapes, duplicates, unknown keys, numbers and strings it does
     /// not read, values out of range, trailing bytes, depth past the limit, unknown fields to

@@ -70,9 +70,9 @@ pub(crate) struct MsgPlan {
     pub(crate) flat: bool,
     /// A flat plan with a repeated message field: its short loop renders other messages.
     pub(crate) flat_lists: bool,
-    /// Every field one the fast loops take (`fast`), at most 64 of them, not a well-known
-    /// type: JSON input goes to `direct::json_fast` first, MessagePack to
-    /// `direct::msgpack_fast`.
+    /// Every field one the fast loops take (`fast`), at most 64 of them, every message below
+    /// one they take too, not a well-known type: JSON input goes to `direct::json_fast` first,
+    /// MessagePack to `direct::msgpack_fast`.
     pub(crate) fast_shapes: bool,
     /// How the fast loops take each field (by index, as `fields`): kept apart from
     /// `FieldPlan`, whose layout the other loops' timings depend on (one more field in it made
@@ -109,9 +109,9 @@ pub(crate) enum Fast {
     Str,
     /// A singular bool in no oneof.
     Bool,
-    /// A singular message field in no oneof, of this plan.
+    /// A singular message field in no oneof, and its message's plan.
     Message(usize),
-    /// A repeated message field (not a map) of this plan.
+    /// A repeated message field (not a map), and its message's plan.
     Messages(usize),
 }
 
@@ -270,7 +270,26 @@ impl Plans {
             .enumerate()
             .map(|(i, d)| (d.full_name().to_owned(), i))
             .collect();
-        let msgs = descs.iter().map(|d| MsgPlan::build(d, &by_name)).collect();
+        let mut msgs: Vec<MsgPlan> = descs.iter().map(|d| MsgPlan::build(d, &by_name)).collect();
+        // The fast loops take a message only if they take every message below it too (well-
+        // known types never), so that only unusual input, never the schema, makes them give a
+        // message up after converting part of it.
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for i in 0..msgs.len() {
+                let below_not_taken = msgs[i].fast.iter().any(|f| match f {
+                    Fast::Message(m) | Fast::Messages(m) => {
+                        !msgs.get(*m).is_some_and(|p| p.fast_shapes)
+                    }
+                    _ => false,
+                });
+                if msgs[i].fast_shapes && below_not_taken {
+                    msgs[i].fast_shapes = false;
+                    changed = true;
+                }
+            }
+        }
         let by_name_ptr = descs
             .iter()
             .enumerate()
@@ -510,7 +529,6 @@ fn field_plan(
     let mp_json_key = mp_key(f.json_name());
     let enum_is_null_value =
         matches!(value_kind, Kind::Enum(e) if e.full_name() == "google.protobuf.NullValue");
-    let op = Op::of(&kind);
     FieldPlan {
         number: f.number(),
         json_name: f.json_name().to_owned(),
@@ -532,7 +550,7 @@ fn field_plan(
         enum_names: enum_names(value_kind),
         enum_is_null_value,
         map_value,
-        op,
+        op: Op::of(&kind),
         kind,
     }
 }
