@@ -323,16 +323,7 @@ mod tests {
             let mut input = bytes[..cut].to_vec();
             input
                 .extend((0..tail).map(|_| next() as u8 | if cut < bytes.len() { 0x80 } else { 0 }));
-            let mut r = Reader::new(&input, 0);
-            let got = r.varint();
-            let mut buf = input.as_slice();
-            match prost::encoding::decode_varint(&mut buf) {
-                Ok(want) => {
-                    assert_eq!(got.ok(), Some(want), "{input:02x?}");
-                    assert_eq!(r.pos, input.len() - buf.len(), "{input:02x?}");
-                }
-                Err(_) => assert!(got.is_err(), "{input:02x?}"),
-            }
+            reads_as_prost(&input);
         }
         // Any bytes, non-shortest forms included (`81 80 00` is 1): each byte's top bit set
         // with a chance that makes every length from 1 to 12 common.
@@ -341,16 +332,7 @@ mod tests {
             let input: Vec<u8> = (0..len)
                 .map(|_| (next() as u8 & 0x7f) | if next().is_multiple_of(8) { 0 } else { 0x80 })
                 .collect();
-            let mut r = Reader::new(&input, 0);
-            let got = r.varint();
-            let mut buf = input.as_slice();
-            match prost::encoding::decode_varint(&mut buf) {
-                Ok(want) => {
-                    assert_eq!(got.ok(), Some(want), "{input:02x?}");
-                    assert_eq!(r.pos, input.len() - buf.len(), "{input:02x?}");
-                }
-                Err(_) => assert!(got.is_err(), "{input:02x?}"),
-            }
+            reads_as_prost(&input);
         }
         // Ten-byte varints: the last byte may only carry the top bit.
         for last in [0x01u8, 0x02, 0x7f] {
@@ -359,6 +341,20 @@ mod tests {
             let got = Reader::new(&input, 0).varint();
             let want = prost::encoding::decode_varint(&mut input.as_slice());
             assert_eq!(got.ok(), want.ok(), "{last:#x}");
+        }
+    }
+
+    /// `Reader::varint` on `input` gives prost's value and length, or fails where it fails.
+    fn reads_as_prost(input: &[u8]) {
+        let mut r = Reader::new(input, 0);
+        let got = r.varint();
+        let mut buf = input;
+        match prost::encoding::decode_varint(&mut buf) {
+            Ok(want) => {
+                assert_eq!(got.ok(), Some(want), "{input:02x?}");
+                assert_eq!(r.pos, input.len() - buf.len(), "{input:02x?}");
+            }
+            Err(_) => assert!(got.is_err(), "{input:02x?}"),
         }
     }
 
