@@ -135,13 +135,7 @@ impl<'a, 'p, S: Source<'a>> Encoder<'p, S> {
         reserve: usize,
         out: &mut Vec<u8>,
     ) -> R<usize> {
-        put_tag_bytes(out, tag);
-        let len_at = out.len();
-        match reserve {
-            1 => out.push(0),
-            2 => out.extend_from_slice(&[0, 0]),
-            _ => out.resize(len_at + reserve, 0),
-        }
+        let len_at = open_len(out, tag, reserve);
         if self.plans.msgs[plan_idx].special {
             self.delegate(plan_idx, out)?;
         } else {
@@ -421,6 +415,20 @@ pub(crate) fn put_short(out: &mut Vec<u8>, from: &[u8], len: usize) {
     } else {
         out.extend_from_slice(&from[..len]);
     }
+}
+
+/// A length-delimited field's tag and `reserve` bytes (1 or more) left for its length, which
+/// `wire::patch_reserved_len` writes once the content follows; where the length goes.
+#[inline(always)]
+pub(crate) fn open_len(out: &mut Vec<u8>, tag: &[u8], reserve: usize) -> usize {
+    put_tag_bytes(out, tag);
+    let len_at = out.len();
+    match reserve {
+        1 => out.push(0),
+        2 => out.extend_from_slice(&[0, 0]),
+        _ => out.resize(len_at + reserve, 0),
+    }
+    len_at
 }
 
 /// A pre-encoded tag (almost always one byte).

@@ -15,7 +15,7 @@
 //! differential tests and the fuzz targets hold all three paths to one answer.
 
 use super::digits::integer_run;
-use super::encode::{put_int_field, put_plain, put_str_field, put_tag_bytes};
+use super::encode::{open_len, put_int_field, put_plain, put_str_field, put_tag_bytes};
 use super::json_src::short_number;
 use super::plan::{Fast, FieldPlan, MsgPlan, Plans, words16};
 use crate::Options;
@@ -187,9 +187,7 @@ impl Loop<'_, '_> {
                 Some(p + word.len())
             }
             (Fast::Message(m), b'{') => {
-                put_tag_bytes(out, &field.tag);
-                let at = out.len();
-                out.push(0);
+                let at = open_len(out, &field.tag, 1);
                 let end = self.message(m, p, out, depth + 1)?;
                 patch_reserved_len(out, at, 1);
                 Some(end)
@@ -215,12 +213,7 @@ impl Loop<'_, '_> {
         }
         let mut reserve = 1;
         loop {
-            put_tag_bytes(out, &field.tag);
-            let at = out.len();
-            match reserve {
-                1 => out.push(0),
-                _ => out.resize(at + reserve, 0),
-            }
+            let at = open_len(out, &field.tag, reserve);
             p = self.message(m, p, out, depth + 1)?;
             reserve = patch_reserved_len(out, at, reserve);
             p = self.ws(p);
@@ -236,31 +229,11 @@ impl Loop<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::encode;
+    use crate::direct::fast_tests::{run, schema};
     use crate::{Format, Options, Schema, reference};
 
-    fn schema() -> Schema {
-        Schema::compile(
-            &["bench.proto".to_owned(), "plain.proto".to_owned()],
-            |name| {
-                match name {
-                    "bench.proto" => Some(include_str!("../../../../proto/bench/bench.proto")),
-                    "plain.proto" => Some(include_str!("../../../../proto/test/plain.proto")),
-                    _ => None,
-                }
-                .map(str::to_owned)
-            },
-        )
-        .unwrap()
-    }
-
-    /// What this loop makes of `json` as `message`, or `None` where it leaves the message.
     fn fast(schema: &Schema, message: &str, json: &str, opts: &Options) -> Option<Vec<u8>> {
-        let desc = schema.message(message).unwrap();
-        let plan = schema.plans().index(&desc).unwrap();
-        let mut out = vec![7];
-        encode(schema.plans(), plan, json.as_bytes(), &mut out, opts)?;
-        assert_eq!(out[0], 7, "{json}: wrote before its start");
-        Some(out.split_off(1))
+        run(encode, schema, message, json.as_bytes(), opts)
     }
 
     /// The workloads' shapes (compact, spaced, keys out of order, nested, empty lists and

@@ -99,3 +99,46 @@ pub(crate) fn utf8(window: &[u8], len: usize) -> bool {
     }
     simdutf8::basic::from_utf8(&window[..len]).is_ok()
 }
+
+/// What the fast loops' tests share (`json_fast`, `msgpack_fast`).
+#[cfg(test)]
+pub(crate) mod fast_tests {
+    use super::plan::Plans;
+    use crate::{Options, Schema};
+
+    /// A fast loop's entry (`json_fast::encode`, `msgpack_fast::encode`).
+    pub(crate) type Loop = fn(&Plans, usize, &[u8], &mut Vec<u8>, &Options) -> Option<()>;
+
+    /// The schemas they convert: the benchmark's and `proto/test/plain.proto`.
+    pub(crate) fn schema() -> Schema {
+        Schema::compile(
+            &["bench.proto".to_owned(), "plain.proto".to_owned()],
+            |name| {
+                match name {
+                    "bench.proto" => Some(include_str!("../../../../proto/bench/bench.proto")),
+                    "plain.proto" => Some(include_str!("../../../../proto/test/plain.proto")),
+                    _ => None,
+                }
+                .map(str::to_owned)
+            },
+        )
+        .unwrap()
+    }
+
+    /// What the loop `encode` makes of `input` as `message`, or `None` where it leaves the
+    /// message; it must not touch what `out` held before.
+    pub(crate) fn run(
+        encode: Loop,
+        schema: &Schema,
+        message: &str,
+        input: &[u8],
+        opts: &Options,
+    ) -> Option<Vec<u8>> {
+        let desc = schema.message(message).unwrap();
+        let plan = schema.plans().index(&desc).unwrap();
+        let mut out = vec![7];
+        encode(schema.plans(), plan, input, &mut out, opts)?;
+        assert_eq!(out[0], 7, "{input:02x?}: wrote before its start");
+        Some(out.split_off(1))
+    }
+}

@@ -5,16 +5,14 @@
 //! it gives up (`None`) on the whole message, which the general encoder (`direct::encode`
 //! over `MsgpackSrc`) then converts or hands on to the reference.
 //!
-//! It writes what the general encoder writes: the values go through the same functions
-//! (`msgpack_src::scalar_at`, `put_plain`, `put_str_field`, `direct::utf8`), maps' and
-//! arrays' headers are read as `MsgpackSrc` reads them, fields in input order, message
-//! lengths patched the same way; the differential tests and the fuzz targets hold all three
-//! paths to one answer.
+//! It writes what the general encoder writes: scalars go through the general encoder's own
+//! reader (`msgpack_src::plain_value`), maps' and arrays' headers are read as `MsgpackSrc`
+//! reads them, fields in input order, message lengths reserved and patched by the same
+//! functions; the differential tests and the fuzz targets hold all three paths to one answer.
 
-use super::encode::{put_plain, put_str_field, put_tag_bytes};
-use super::msgpack_src::scalar_at;
+use super::encode::open_len;
+use super::msgpack_src::plain_value;
 use super::plan::{Fast, FieldPlan, MsgPlan, Plans, words16};
-use super::utf8;
 use crate::Options;
 use crate::wire::patch_reserved_len;
 
@@ -131,36 +129,12 @@ impl Loop<'_, '_> {
         out: &mut Vec<u8>,
         depth: usize,
     ) -> Option<usize> {
-        let m = *self.b.get(p)?;
-        let always = field.presence;
-        match (fast, m) {
-            (Fast::Str, 0xa0..=0xbf | 0xd9) => {
-                // fixstr, or str8 (from 32 bytes on).
-                let (len, start) = match m {
-                    0xd9 => (usize::from(*self.b.get(p + 1)?), p + 2),
-                    _ => (usize::from(m & 0x1f), p + 1),
-                };
-                let window = self.b.get(start..)?;
-                if window.len() < len || !utf8(window, len) {
-                    return None;
-                }
-                if always || len != 0 {
-                    put_str_field(out, &field.tag, window, len);
-                }
-                Some(start + len)
-            }
-            // Numbers and booleans: any scalar header but strings, binaries and containers,
-            // read and written as the general encoder does.
-            (Fast::Number | Fast::Bool, 0x00..=0x7f | 0xc0..=0xc3 | 0xc7..=0xd8 | 0xe0..=0xff) => {
-                let (lit, end) = scalar_at(self.b, p)?;
-                put_plain(out, &field.tag, field.op, &lit, always)
-                    .ok()?
-                    .then_some(end)
+        match (fast, *self.b.get(p)?) {
+            (Fast::Number | Fast::Str | Fast::Bool, _) => {
+                plain_value(self.b, p, field, field.presence, out).ok()?
             }
             (Fast::Message(pm), 0x80..=0x8f | 0xde | 0xdf) => {
-                put_tag_bytes(out, &field.tag);
-                let at = out.len();
-                out.push(0);
+                let at = open_len(out, &field.tag, 1);
                 let end = self.message(pm, p, out, depth + 1)?;
                 patch_reserved_len(out, at, 1);
                 Some(end)
@@ -171,12 +145,7 @@ impl Loop<'_, '_> {
                 // encoder does.
                 let mut reserve = 1;
                 for _ in 0..n {
-                    put_tag_bytes(out, &field.tag);
-                    let at = out.len();
-                    match reserve {
-                        1 => out.push(0),
-                        _ => out.resize(at + reserve, 0),
-                    }
+                    let at = open_len(out, &field.tag, reserve);
                     p = self.message(pm, p, out, depth + 1)?;
                     reserve = patch_reserved_len(out, at, reserve);
                 }
@@ -190,31 +159,11 @@ impl Loop<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::encode;
+    use crate::direct::fast_tests::{run, schema};
     use crate::{Format, Options, Schema, reference};
 
-    fn schema() -> Schema {
-        Schema::compile(
-            &["bench.proto".to_owned(), "plain.proto".to_owned()],
-            |name| {
-                match name {
-                    "bench.proto" => Some(include_str!("../../../../proto/bench/bench.proto")),
-                    "plain.proto" => Some(include_str!("../../../../proto/test/plain.proto")),
-                    _ => None,
-                }
-                .map(str::to_owned)
-            },
-        )
-        .unwrap()
-    }
-
-    /// What this loop makes of `mp` as `message`, or `None` where it leaves the message.
     fn fast(schema: &Schema, message: &str, mp: &[u8], opts: &Options) -> Option<Vec<u8>> {
-        let desc = schema.message(message).unwrap();
-        let plan = schema.plans().index(&desc).unwrap();
-        let mut out = vec![7];
-        encode(schema.plans(), plan, mp, &mut out, opts)?;
-        assert_eq!(out[0], 7, "{mp:02x?}: wrote before its start");
-        Some(out.split_off(1))
+        run(encode, schema, message, mp, opts)
     }
 
     /// MessagePack as the renderer writes it for `json` (the workloads' shapes) is this

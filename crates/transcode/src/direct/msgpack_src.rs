@@ -159,12 +159,50 @@ impl<'a> MsgpackSrc<'a> {
     }
 }
 
-/// The scalar at `b[pos..]` as [`MsgpackSrc::scalar_value`] reads it, and where it ends.
+/// The value at `b[at..]` written as scalar field `field` (tag and value; an implicit-presence
+/// default not at all unless `always`) if it has one of the common shapes: a string under a
+/// fixstr or str8 header (its UTF-8 checked in words when short and ASCII) copied straight to
+/// the output, another scalar as [`MsgpackSrc::scalar_value`] reads it and [`put_plain`]
+/// writes it. Where it ends; `None`, nothing written, for any other value; `Err` for a value
+/// the reference must judge. Both MessagePack loops read scalars through it:
+/// `MsgpackSrc::plain_field` and `direct::msgpack_fast`.
 #[inline(always)]
-pub(crate) fn scalar_at(b: &[u8], pos: usize) -> Option<(Lit<'_>, usize)> {
-    let mut s = MsgpackSrc { input: b, pos };
-    let lit = s.scalar_value().ok()?;
-    Some((lit, s.pos))
+pub(crate) fn plain_value(
+    b: &[u8],
+    at: usize,
+    field: &FieldPlan,
+    always: bool,
+    out: &mut Vec<u8>,
+) -> R<Option<usize>> {
+    let Some(&m) = b.get(at) else {
+        return Ok(None);
+    };
+    if field.op == Op::Str && matches!(m, 0xa0..=0xbf | 0xd9) {
+        // fixstr, or str8 (from 32 bytes on).
+        let (len, start) = match m {
+            0xd9 => match b.get(at + 1) {
+                Some(&n) => (n as usize, at + 2),
+                None => return Ok(None),
+            },
+            _ => ((m & 0x1f) as usize, at + 1),
+        };
+        let window = &b[start.min(b.len())..];
+        if window.len() < len || !utf8(window, len) {
+            return Ok(None);
+        }
+        if always || len != 0 {
+            put_str_field(out, &field.tag, window, len);
+        }
+        return Ok(Some(start + len));
+    }
+    if matches!(field.op, Op::Str | Op::Bytes | Op::Enum | Op::Message)
+        || matches!(m, 0x80..=0x9f | 0xa0..=0xbf | 0xc4..=0xc6 | 0xd9..=0xdf)
+    {
+        return Ok(None);
+    }
+    let mut s = MsgpackSrc { input: b, pos: at };
+    let lit = s.scalar_value()?;
+    Ok(put_plain(out, &field.tag, field.op, &lit, always)?.then_some(s.pos))
 }
 
 /// Takes one entry of a container with `left` entries to go, if any.
@@ -216,46 +254,18 @@ impl<'a> Source<'a> for MsgpackSrc<'a> {
         Ok(Some(f))
     }
 
-    /// Strings (their UTF-8 checked in words when short and ASCII) copied straight to the
-    /// output; other scalars as [`MsgpackSrc::scalar_value`] reads them and
-    /// [`put_plain`] writes them.
+    /// [`plain_value`] at the cursor.
     #[inline(always)]
     fn plain_field(&mut self, field: &FieldPlan, always: bool, out: &mut Vec<u8>) -> R<bool> {
-        let at = self.pos;
-        let Some(&m) = self.input.get(at) else {
-            return Ok(false);
-        };
-        if field.op == Op::Str && matches!(m, 0xa0..=0xbf | 0xd9) {
-            // fixstr, or str8 (from 32 bytes on).
-            let (len, start) = match m {
-                0xd9 => match self.input.get(at + 1) {
-                    Some(&n) => (n as usize, at + 2),
-                    None => return Ok(false),
-                },
-                _ => ((m & 0x1f) as usize, at + 1),
-            };
-            let window = &self.input[start.min(self.input.len())..];
-            if window.len() < len || !utf8(window, len) {
-                return Ok(false);
-            }
-            self.pos = start + len;
-            if always || len != 0 {
-                put_str_field(out, &field.tag, window, len);
-            }
-            return Ok(true);
-        }
-        if matches!(field.op, Op::Str | Op::Bytes | Op::Enum | Op::Message)
-            || matches!(m, 0x80..=0x9f | 0xa0..=0xbf | 0xc4..=0xc6 | 0xd9..=0xdf)
-        {
-            return Ok(false);
-        }
-        let lit = self.scalar_value()?;
-        if put_plain(out, &field.tag, field.op, &lit, always)? {
-            Ok(true)
-        } else {
-            self.pos = at;
-            Ok(false)
-        }
+        Ok(
+            match plain_value(self.input, self.pos, field, always, out)? {
+                Some(end) => {
+                    self.pos = end;
+                    true
+                }
+                None => false,
+            },
+        )
     }
 
     fn array(&mut self) -> R<u32> {
