@@ -144,6 +144,9 @@ impl Loop<'_, '_> {
         let b = self.b;
         let c = *b.get(p)?;
         let always = field.presence;
+        // The scalar arms repeat `JsonSrc::plain_field`'s (through the same functions): read
+        // through one shared reader instead, this loop counted the same instructions but ran
+        // 10-15 % slower (BENCHMARKS.md, session 18's review).
         match (fast, c) {
             (Fast::Number, b'"') => {
                 // An integer field's value as a string of digits.
