@@ -273,6 +273,100 @@ async fn a_call_above_a_goaways_last_stream_is_sent_again() {
     assert_eq!(connections.load(Ordering::SeqCst), 2);
 }
 
+/// The gateway lets its upstreams send DATA frames of up to 256 KiB (its SETTINGS say so, and
+/// it applies them once acknowledged): an answer of 200 KB in one frame — a frame error under
+/// HTTP/2's default of 16 KiB — is relayed whole. (Fewer, larger frames: a large answer is
+/// read in a few reads instead of one per 8 KiB.)
+#[tokio::test]
+async fn an_answer_in_one_frame_of_200_kb_is_relayed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let answer = encode(&Thing {
+        id: 7,
+        name: "x".repeat(200_000),
+        ..Default::default()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let advertised = Arc::new(AtomicUsize::new(0));
+    let seen = advertised.clone();
+    let message = answer.clone();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let (seen, message) = (seen.clone(), message.clone());
+            tokio::spawn(async move {
+                let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
+                    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+                    f.extend([kind, flags]);
+                    f.extend(stream.to_be_bytes());
+                    f.extend(payload);
+                    f
+                };
+                // Our SETTINGS (empty); theirs acknowledged as they come; the request's
+                // frames read up to its END_STREAM.
+                let _ = tcp.write_all(&frame(4, 0, 0, &[])).await;
+                let mut preface = [0u8; 24];
+                if tcp.read_exact(&mut preface).await.is_err() {
+                    return;
+                }
+                let stream = loop {
+                    let mut head = [0u8; 9];
+                    if tcp.read_exact(&mut head).await.is_err() {
+                        return;
+                    }
+                    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+                    let mut payload = vec![0u8; len];
+                    if tcp.read_exact(&mut payload).await.is_err() {
+                        return;
+                    }
+                    let (kind, flags) = (head[3], head[4]);
+                    let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]);
+                    if kind == 4 && flags & 1 == 0 {
+                        for setting in payload.chunks_exact(6) {
+                            if setting[..2] == [0, 5] {
+                                let v = u32::from_be_bytes([
+                                    setting[2], setting[3], setting[4], setting[5],
+                                ]);
+                                seen.store(v as usize, Ordering::SeqCst);
+                            }
+                        }
+                        let _ = tcp.write_all(&frame(4, 1, 0, &[])).await;
+                    }
+                    if (kind == 0 || kind == 1) && flags & 1 != 0 {
+                        break stream;
+                    }
+                };
+                // HPACK: `:status: 200` (static entry 8), `content-type: application/grpc`
+                // (literal, name from static entry 31); the trailers' `grpc-status: 0` literal.
+                let mut head = vec![0x88, 0x0f, 0x10, 16];
+                head.extend(b"application/grpc");
+                let mut trailers = vec![0x00, 11];
+                trailers.extend(b"grpc-status");
+                trailers.extend([1, b'0']);
+                let mut data = vec![0];
+                data.extend((message.len() as u32).to_be_bytes());
+                data.extend(&message);
+                let mut out = frame(1, 4, stream, &head);
+                out.extend(frame(0, 0, stream, &data));
+                out.extend(frame(1, 5, stream, &trailers));
+                let _ = tcp.write_all(&out).await;
+                let _ = tokio::io::copy(&mut tcp, &mut tokio::io::sink()).await;
+            });
+        }
+    });
+    let (gw, _) = start_gateway(&format!("http://{addr}"), config()).await;
+    let a = Http::h1()
+        .post(gw.addr, ECHO, "application/x-protobuf", &[], thing())
+        .await;
+    assert_eq!(
+        a.status,
+        200,
+        "{:?}",
+        String::from_utf8_lossy(&a.body[..a.body.len().min(500)])
+    );
+    assert_eq!(a.body.as_ref(), answer.as_slice());
+    assert_eq!(advertised.load(Ordering::SeqCst), 256 << 10);
+}
+
 /// How the raw upstream answers, chosen by the request's `grpc-metadata-case` header.
 async fn by_case(request: Request<RecvStream>, mut respond: SendResponse<Bytes>) {
     let case = request
