@@ -311,6 +311,35 @@ mod tests {
         }
     }
 
+    /// Keys by their proto names, keys too long to match by words (looked up by name), in any
+    /// order and nested, are taken as the reference takes them; a field named twice, once by
+    /// each name, and stray commas are left.
+    #[test]
+    fn takes_proto_names_and_long_keys() {
+        let schema = schema();
+        let opts = Options::default();
+        let message = "protogate.test.v1.Plain";
+        let desc = schema.message(message).unwrap();
+        for json in [
+            r#"{"aFieldWithALongName":7,"f_int32":5,"opt_string":"x"}"#,
+            r#"{"children":[{"a_field_with_a_long_name":1},{"aFieldWithALongName":-2,"fInt32":3}],"a_field_with_a_long_name":0}"#,
+            r#"{ "aFieldWithALongName" : 9 , "f_farther" : "far" }"#,
+        ] {
+            let mut want = Vec::new();
+            reference::to_protobuf(&desc, Format::Json, json.as_bytes(), &mut want, &opts).unwrap();
+            assert_eq!(fast(&schema, message, json, &opts), Some(want), "{json}");
+        }
+        for json in [
+            r#"{"fInt32":1,"f_int32":2}"#,
+            r#"{"aFieldWithALongName":1,"a_field_with_a_long_name":2}"#,
+            r#"{"children":[{},]}"#,
+            r#"{,"fInt32":1}"#,
+            r#"{"fInt32":1,}"#,
+        ] {
+            assert_eq!(fast(&schema, message, json, &opts), None, "{json}");
+        }
+    }
+
     /// Whatever it does not read leaves the message to the general encoder (which converts it
     /// or hands it on): nulls, escapes, duplicates, unknown keys, numbers and strings it does
     /// not read, values out of range, trailing bytes, depth past the limit, unknown fields to

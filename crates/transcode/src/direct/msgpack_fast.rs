@@ -205,6 +205,58 @@ mod tests {
         }
     }
 
+    /// Maps and arrays under 16- and 32-bit counts, keys as str8, str16 and str32, proto names
+    /// and keys too long to match by words are taken as the reference takes them.
+    #[test]
+    fn takes_every_header_width_and_long_keys() {
+        let schema = schema();
+        let opts = Options::default();
+        let message = "protogate.test.v1.Plain";
+        let desc = schema.message(message).unwrap();
+        let s8 = |k: &str| [&[0xd9, k.len() as u8][..], k.as_bytes()].concat();
+        let s16 = |k: &str| [&[0xda, 0, k.len() as u8][..], k.as_bytes()].concat();
+        let s32 = |k: &str| [&[0xdb, 0, 0, 0, k.len() as u8][..], k.as_bytes()].concat();
+        let fix = |k: &str| [&[0xa0 | k.len() as u8][..], k.as_bytes()].concat();
+        let child = [&[0xdf, 0, 0, 0, 1][..], &s16("fInt32"), &[0x03]].concat();
+        for mp in [
+            [
+                &[0xde, 0, 3][..],
+                &s16("fInt32"),
+                &[0x05],
+                &fix("aFieldWithALongName"),
+                &[0x07],
+                &s32("f_string"),
+                &fix("x"),
+            ]
+            .concat(),
+            [
+                &[0x83][..],
+                &s8("optString"),
+                &fix(""),
+                &fix("a_field_with_a_long_name"),
+                &[0xff],
+                &fix("children"),
+                &[0xdc, 0, 2],
+                &child,
+                &[0x80],
+            ]
+            .concat(),
+            [
+                &[0x81][..],
+                &fix("children"),
+                &[0xdd, 0, 0, 0, 1],
+                &[0xde, 0, 1],
+                &fix("fFarther"),
+                &s8("far"),
+            ]
+            .concat(),
+        ] {
+            let mut want = Vec::new();
+            reference::to_protobuf(&desc, Format::Msgpack, &mp, &mut want, &opts).unwrap();
+            assert_eq!(fast(&schema, message, &mp, &opts), Some(want), "{mp:02x?}");
+        }
+    }
+
     /// Whatever it does not read leaves the message to the general encoder: nil, binaries,
     /// strings under str16, unknown keys, duplicates, values of another type, trailing or
     /// missing bytes, depth past the limit, unknown fields to be ignored.
