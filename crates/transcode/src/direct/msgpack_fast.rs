@@ -6,12 +6,12 @@
 //! over `MsgpackSrc`) then converts or hands on to the reference.
 //!
 //! It writes what the general encoder writes: scalars go through the general encoder's own
-//! reader (`msgpack_src::plain_value`), maps' and arrays' headers are read as `MsgpackSrc`
-//! reads them, fields in input order, message lengths reserved and patched by the same
+//! reader (`msgpack_src::plain_value`), maps', arrays' and keys' headers through `MsgpackSrc`'s
+//! (a cursor at the position), fields in input order, message lengths reserved and patched by the same
 //! functions; the differential tests and the fuzz targets hold all three paths to one answer.
 
 use super::encode::open_len;
-use super::msgpack_src::plain_value;
+use super::msgpack_src::{Header, MsgpackSrc, plain_value};
 use super::plan::{Fast, FieldPlan, MsgPlan, Plans, words16};
 use crate::Options;
 use crate::wire::patch_reserved_len;
@@ -44,26 +44,12 @@ struct Loop<'p, 'b> {
 }
 
 impl Loop<'_, '_> {
-    /// A big-endian count of `n` bytes (2 or 4) at `p`, and where it ends.
-    #[inline(always)]
-    fn count(&self, p: usize, n: usize) -> Option<(u32, usize)> {
-        let c = match *self.b.get(p..p + n)? {
-            [a, b] => u32::from(u16::from_be_bytes([a, b])),
-            [a, b, c, d] => u32::from_be_bytes([a, b, c, d]),
-            _ => return None,
-        };
-        Some((c, p + n))
-    }
-
     /// A map's (`map`) or an array's header at `p`: its entries and where they start.
     #[inline(always)]
     fn header(&self, p: usize, map: bool) -> Option<(u32, usize)> {
-        match (*self.b.get(p)?, map) {
-            (m @ 0x80..=0x8f, true) | (m @ 0x90..=0x9f, false) => {
-                Some((u32::from(m & 0x0f), p + 1))
-            }
-            (0xde, true) | (0xdc, false) => self.count(p + 1, 2),
-            (0xdf, true) | (0xdd, false) => self.count(p + 1, 4),
+        let mut s = MsgpackSrc::at(self.b, p);
+        match (s.header().ok()?, map) {
+            (Header::Map(n), true) | (Header::Array(n), false) => Some((n, s.pos())),
             _ => None,
         }
     }
@@ -102,21 +88,17 @@ impl Loop<'_, '_> {
         if let Some(f) = plan.expected_key(hint, window, |f| &f.mp_json_key_words) {
             return Some((f, p + plan.fields.get(f)?.mp_json_key_words.len));
         }
-        let (len, start) = match *rest.first()? {
-            m @ 0xa0..=0xbf => (usize::from(m & 0x1f), p + 1),
-            0xd9 => (usize::from(*rest.get(1)?), p + 2),
-            0xda => {
-                let (n, s) = self.count(p + 1, 2)?;
-                (n as usize, s)
-            }
-            0xdb => {
-                let (n, s) = self.count(p + 1, 4)?;
-                (n as usize, s)
-            }
-            _ => return None,
-        };
-        let key = self.b.get(start..start.checked_add(len)?)?;
-        Some((plan.by_key(key, hint)?, start + len))
+        self.key_by_name(plan, p, hint)
+    }
+
+    /// Any other key, read as `MsgpackSrc::next_key` reads it and looked up by name. Out of
+    /// line: the expected key is the common case.
+    #[inline(never)]
+    fn key_by_name(&self, plan: &MsgPlan, p: usize, hint: usize) -> Option<(usize, usize)> {
+        let mut s = MsgpackSrc::at(self.b, p);
+        let len = s.str_len().ok()??;
+        let key = s.take(len).ok()?;
+        Some((plan.by_key(key, hint)?, s.pos()))
     }
 
     /// The value at `p` as `field`, written with its tag; where it ends.

@@ -13,7 +13,7 @@ pub(crate) struct MsgpackSrc<'a> {
 }
 
 /// A container header: map or array, and its length.
-enum Header {
+pub(super) enum Header {
     Map(u32),
     Array(u32),
     Other,
@@ -21,7 +21,19 @@ enum Header {
 
 impl<'a> MsgpackSrc<'a> {
     pub(crate) fn new(input: &'a [u8]) -> MsgpackSrc<'a> {
-        MsgpackSrc { input, pos: 0 }
+        MsgpackSrc::at(input, 0)
+    }
+
+    /// A cursor at `pos` of `input`: how `msgpack_fast` reads headers as this source does.
+    #[inline(always)]
+    pub(super) fn at(input: &'a [u8], pos: usize) -> MsgpackSrc<'a> {
+        MsgpackSrc { input, pos }
+    }
+
+    /// Where the cursor is.
+    #[inline(always)]
+    pub(super) fn pos(&self) -> usize {
+        self.pos
     }
 
     #[inline]
@@ -32,7 +44,7 @@ impl<'a> MsgpackSrc<'a> {
     }
 
     #[inline]
-    fn take(&mut self, n: usize) -> R<&'a [u8]> {
+    pub(super) fn take(&mut self, n: usize) -> R<&'a [u8]> {
         let end = self.pos.checked_add(n).ok_or(Bail)?;
         let b = self.input.get(self.pos..end).ok_or(Bail)?;
         self.pos = end;
@@ -51,7 +63,9 @@ impl<'a> MsgpackSrc<'a> {
         })
     }
 
-    fn header(&mut self) -> R<Header> {
+    /// The container header at the cursor (consumed), or `Other` (nothing consumed).
+    #[inline]
+    pub(super) fn header(&mut self) -> R<Header> {
         let m = self.byte()?;
         Ok(match m {
             0x80..=0x8f => Header::Map((m & 0x0f) as u32),
@@ -67,8 +81,9 @@ impl<'a> MsgpackSrc<'a> {
         })
     }
 
-    /// The length of a str at the cursor, or None if it is not a str.
-    fn str_len(&mut self) -> R<Option<usize>> {
+    /// The length of a str at the cursor (its header consumed), or None if it is not a str.
+    #[inline]
+    pub(super) fn str_len(&mut self) -> R<Option<usize>> {
         let m = *self.input.get(self.pos).ok_or(Bail)?;
         let len = match m {
             0xa0..=0xbf => {
@@ -200,7 +215,7 @@ pub(crate) fn plain_value(
     {
         return Ok(None);
     }
-    let mut s = MsgpackSrc { input: b, pos: at };
+    let mut s = MsgpackSrc::at(b, at);
     let lit = s.scalar_value()?;
     Ok(put_plain(out, &field.tag, field.op, &lit, always)?.then_some(s.pos))
 }
