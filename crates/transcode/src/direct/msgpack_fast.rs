@@ -7,8 +7,9 @@
 //!
 //! It writes what the general encoder writes: scalars go through the general encoder's own
 //! reader (`msgpack_src::plain_value`), maps', arrays' and keys' headers through `MsgpackSrc`'s
-//! (a cursor at the position), fields in input order, message lengths reserved and patched by the same
-//! functions; the differential tests and the fuzz targets hold all three paths to one answer.
+//! (a cursor at the position), fields in input order, message lengths reserved and patched by
+//! the same functions; the differential tests and the fuzz targets hold all three paths to one
+//! answer.
 
 use super::encode::open_len;
 use super::msgpack_src::{Header, MsgpackSrc, plain_value};
