@@ -215,7 +215,7 @@ async fn a_call_above_a_goaways_last_stream_is_sent_again() {
     // The first connection speaks just enough HTTP/2 by hand to answer the first request's
     // HEADERS with GOAWAY(last stream 0, NO_ERROR): the upstream says it took no stream.
     // Later connections are a real server.
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let connections = Arc::new(AtomicUsize::new(0));
@@ -238,27 +238,17 @@ async fn a_call_above_a_goaways_last_stream_is_sent_again() {
             }
             tokio::spawn(async move {
                 // Our SETTINGS (empty), then frames until a HEADERS (type 1) arrives.
-                let _ = tcp.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await;
-                let mut preface = [0u8; 24];
-                if tcp.read_exact(&mut preface).await.is_err() {
+                if !hand_handshake(&mut tcp).await {
                     return;
                 }
                 loop {
-                    let mut head = [0u8; 9];
-                    if tcp.read_exact(&mut head).await.is_err() {
-                        return;
-                    }
-                    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-                    let mut payload = vec![0u8; len];
-                    if tcp.read_exact(&mut payload).await.is_err() {
-                        return;
-                    }
-                    if head[3] == 1 {
-                        break;
+                    match read_frame(&mut tcp).await {
+                        Some(frame) if frame.kind == 1 => break,
+                        Some(_) => {}
+                        None => return,
                     }
                 }
-                let goaway = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-                let _ = tcp.write_all(&goaway).await;
+                let _ = tcp.write_all(&frame(7, 0, 0, &[0; 8])).await;
                 // Open until the gateway closes it.
                 let _ = tokio::io::copy(&mut tcp, &mut tokio::io::sink()).await;
             });
@@ -279,7 +269,7 @@ async fn a_call_above_a_goaways_last_stream_is_sent_again() {
 /// read in a few reads instead of one per 8 KiB.)
 #[tokio::test]
 async fn an_answer_in_one_frame_of_200_kb_is_relayed() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let answer = encode(&Thing {
         id: 7,
         name: "x".repeat(200_000),
@@ -294,32 +284,21 @@ async fn an_answer_in_one_frame_of_200_kb_is_relayed() {
         while let Ok((mut tcp, _)) = listener.accept().await {
             let (seen, message) = (seen.clone(), message.clone());
             tokio::spawn(async move {
-                let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
-                    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-                    f.extend([kind, flags]);
-                    f.extend(stream.to_be_bytes());
-                    f.extend(payload);
-                    f
-                };
                 // Our SETTINGS (empty); theirs acknowledged as they come; the request's
                 // frames read up to its END_STREAM.
-                let _ = tcp.write_all(&frame(4, 0, 0, &[])).await;
-                let mut preface = [0u8; 24];
-                if tcp.read_exact(&mut preface).await.is_err() {
+                if !hand_handshake(&mut tcp).await {
                     return;
                 }
                 let stream = loop {
-                    let mut head = [0u8; 9];
-                    if tcp.read_exact(&mut head).await.is_err() {
+                    let Some(Frame {
+                        kind,
+                        flags,
+                        stream,
+                        payload,
+                    }) = read_frame(&mut tcp).await
+                    else {
                         return;
-                    }
-                    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-                    let mut payload = vec![0u8; len];
-                    if tcp.read_exact(&mut payload).await.is_err() {
-                        return;
-                    }
-                    let (kind, flags) = (head[3], head[4]);
-                    let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]);
+                    };
                     if kind == 4 && flags & 1 == 0 {
                         for setting in payload.chunks_exact(6) {
                             if setting[..2] == [0, 5] {
@@ -365,6 +344,47 @@ async fn an_answer_in_one_frame_of_200_kb_is_relayed() {
     );
     assert_eq!(a.body.as_ref(), answer.as_slice());
     assert_eq!(advertised.load(Ordering::SeqCst), 256 << 10);
+}
+
+/// An HTTP/2 frame read by a hand-written upstream.
+struct Frame {
+    kind: u8,
+    flags: u8,
+    stream: u32,
+    payload: Vec<u8>,
+}
+
+/// A hand-written upstream's start: its SETTINGS (empty) sent, the client's preface read;
+/// false if the connection went.
+async fn hand_handshake(tcp: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut preface = [0u8; 24];
+    tcp.write_all(&frame(4, 0, 0, &[])).await.is_ok() && tcp.read_exact(&mut preface).await.is_ok()
+}
+
+/// The next frame from the client, or None when the connection went.
+async fn read_frame(tcp: &mut tokio::net::TcpStream) -> Option<Frame> {
+    use tokio::io::AsyncReadExt;
+    let mut head = [0u8; 9];
+    tcp.read_exact(&mut head).await.ok()?;
+    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let mut payload = vec![0u8; len];
+    tcp.read_exact(&mut payload).await.ok()?;
+    Some(Frame {
+        kind: head[3],
+        flags: head[4],
+        stream: u32::from_be_bytes([head[5], head[6], head[7], head[8]]),
+        payload,
+    })
+}
+
+/// A frame as bytes on the wire.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    f.extend([kind, flags]);
+    f.extend(stream.to_be_bytes());
+    f.extend(payload);
+    f
 }
 
 /// How the raw upstream answers, chosen by the request's `grpc-metadata-case` header.
