@@ -232,8 +232,8 @@ impl Loop<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::encode;
-    use crate::direct::fast_tests::{run, schema};
-    use crate::{Format, Options, Schema, reference};
+    use crate::direct::fast_tests::{run, schema, takes_as_reference};
+    use crate::{Format, Options, Schema};
 
     fn fast(schema: &Schema, message: &str, json: &str, opts: &Options) -> Option<Vec<u8>> {
         run(encode, schema, message, json.as_bytes(), opts)
@@ -245,7 +245,6 @@ mod tests {
     #[test]
     fn takes_the_common_shapes_and_writes_the_references_bytes() {
         let schema = schema();
-        let opts = Options::default();
         let event = r#"{"ts":"1761350400000","level":"ERROR","service":"search","traceId":"ad225f813222f88139901e66c7c964b6","status":503,"latencyMs":18.016010181088284,"bytes":"53610","hit":true,"message":"Session cache label fast index record upstream printed, and then some more words."}"#;
         let cases = [
             (
@@ -269,11 +268,7 @@ mod tests {
             ("protogate.test.v1.Plain", "{}".to_owned()),
         ];
         for (message, json) in cases {
-            let desc = schema.message(message).unwrap();
-            let mut want = Vec::new();
-            reference::to_protobuf(&desc, Format::Json, json.as_bytes(), &mut want, &opts)
-                .unwrap_or_else(|e| panic!("{json}: {e}"));
-            assert_eq!(fast(&schema, message, &json, &opts), Some(want), "{json}");
+            takes_as_reference(encode, &schema, message, Format::Json, json.as_bytes());
         }
     }
 
@@ -319,15 +314,12 @@ mod tests {
         let schema = schema();
         let opts = Options::default();
         let message = "protogate.test.v1.Plain";
-        let desc = schema.message(message).unwrap();
         for json in [
             r#"{"aFieldWithALongName":7,"f_int32":5,"opt_string":"x"}"#,
             r#"{"children":[{"a_field_with_a_long_name":1},{"aFieldWithALongName":-2,"fInt32":3}],"a_field_with_a_long_name":0}"#,
             r#"{ "aFieldWithALongName" : 9 , "f_farther" : "far" }"#,
         ] {
-            let mut want = Vec::new();
-            reference::to_protobuf(&desc, Format::Json, json.as_bytes(), &mut want, &opts).unwrap();
-            assert_eq!(fast(&schema, message, json, &opts), Some(want), "{json}");
+            takes_as_reference(encode, &schema, message, Format::Json, json.as_bytes());
         }
         for json in [
             r#"{"fInt32":1,"f_int32":2}"#,

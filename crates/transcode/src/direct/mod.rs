@@ -104,7 +104,7 @@ pub(crate) fn utf8(window: &[u8], len: usize) -> bool {
 #[cfg(test)]
 pub(crate) mod fast_tests {
     use super::plan::Plans;
-    use crate::{Options, Schema};
+    use crate::{Format, Options, Schema, reference};
 
     /// A fast loop's entry (`json_fast::encode`, `msgpack_fast::encode`).
     pub(crate) type Loop = fn(&Plans, usize, &[u8], &mut Vec<u8>, &Options) -> Option<()>;
@@ -140,5 +140,27 @@ pub(crate) mod fast_tests {
         encode(schema.plans(), plan, input, &mut out, opts)?;
         assert_eq!(out[0], 7, "{input:02x?}: wrote before its start");
         Some(out.split_off(1))
+    }
+
+    /// The loop `encode` takes `input` (in format `from`) as `message`, with the default
+    /// options, and writes the reference's bytes.
+    pub(crate) fn takes_as_reference(
+        encode: Loop,
+        schema: &Schema,
+        message: &str,
+        from: Format,
+        input: &[u8],
+    ) {
+        let shown = String::from_utf8_lossy(input);
+        let desc = schema.message(message).unwrap();
+        let opts = Options::default();
+        let mut want = Vec::new();
+        reference::to_protobuf(&desc, from, input, &mut want, &opts)
+            .unwrap_or_else(|e| panic!("{shown}: {e}"));
+        assert_eq!(
+            run(encode, schema, message, input, &opts),
+            Some(want),
+            "{shown}"
+        );
     }
 }
