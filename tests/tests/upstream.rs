@@ -237,18 +237,18 @@ async fn a_call_above_a_goaways_last_stream_is_sent_again() {
                 continue;
             }
             tokio::spawn(async move {
-                // Our SETTINGS (empty), then frames until a HEADERS (type 1) arrives.
+                // Our SETTINGS (empty), then frames until a HEADERS arrives.
                 if !hand_handshake(&mut tcp).await {
                     return;
                 }
                 loop {
                     match read_frame(&mut tcp).await {
-                        Some(frame) if frame.kind == 1 => break,
+                        Some(frame) if frame.kind == HEADERS => break,
                         Some(_) => {}
                         None => return,
                     }
                 }
-                let _ = tcp.write_all(&frame(7, 0, 0, &[0; 8])).await;
+                let _ = tcp.write_all(&frame(GOAWAY, 0, 0, &[0; 8])).await;
                 // Open until the gateway closes it.
                 let _ = tokio::io::copy(&mut tcp, &mut tokio::io::sink()).await;
             });
@@ -290,28 +290,22 @@ async fn an_answer_in_one_frame_of_200_kb_is_relayed() {
                     return;
                 }
                 let stream = loop {
-                    let Some(Frame {
-                        kind,
-                        flags,
-                        stream,
-                        payload,
-                    }) = read_frame(&mut tcp).await
-                    else {
+                    let Some(f) = read_frame(&mut tcp).await else {
                         return;
                     };
-                    if kind == 4 && flags & 1 == 0 {
-                        for setting in payload.chunks_exact(6) {
-                            if setting[..2] == [0, 5] {
+                    if f.kind == SETTINGS && f.flags & ACK == 0 {
+                        for setting in f.payload.chunks_exact(6) {
+                            if setting[..2] == SETTINGS_MAX_FRAME_SIZE {
                                 let v = u32::from_be_bytes([
                                     setting[2], setting[3], setting[4], setting[5],
                                 ]);
                                 seen.store(v as usize, Ordering::SeqCst);
                             }
                         }
-                        let _ = tcp.write_all(&frame(4, 1, 0, &[])).await;
+                        let _ = tcp.write_all(&frame(SETTINGS, ACK, 0, &[])).await;
                     }
-                    if (kind == 0 || kind == 1) && flags & 1 != 0 {
-                        break stream;
+                    if (f.kind == DATA || f.kind == HEADERS) && f.flags & END_STREAM != 0 {
+                        break f.stream;
                     }
                 };
                 // HPACK: `:status: 200` (static entry 8), `content-type: application/grpc`
@@ -321,12 +315,9 @@ async fn an_answer_in_one_frame_of_200_kb_is_relayed() {
                 let mut trailers = vec![0x00, 11];
                 trailers.extend(b"grpc-status");
                 trailers.extend([1, b'0']);
-                let mut data = vec![0];
-                data.extend((message.len() as u32).to_be_bytes());
-                data.extend(&message);
-                let mut out = frame(1, 4, stream, &head);
-                out.extend(frame(0, 0, stream, &data));
-                out.extend(frame(1, 5, stream, &trailers));
+                let mut out = frame(HEADERS, END_HEADERS, stream, &head);
+                out.extend(frame(DATA, 0, stream, &framed(&message)));
+                out.extend(frame(HEADERS, END_HEADERS | END_STREAM, stream, &trailers));
                 let _ = tcp.write_all(&out).await;
                 let _ = tokio::io::copy(&mut tcp, &mut tokio::io::sink()).await;
             });
@@ -346,6 +337,16 @@ async fn an_answer_in_one_frame_of_200_kb_is_relayed() {
     assert_eq!(advertised.load(Ordering::SeqCst), 256 << 10);
 }
 
+// HTTP/2's frame types, flags and the one setting the hand-written upstreams use (RFC 9113).
+const DATA: u8 = 0;
+const HEADERS: u8 = 1;
+const SETTINGS: u8 = 4;
+const GOAWAY: u8 = 7;
+const END_STREAM: u8 = 1;
+const ACK: u8 = 1;
+const END_HEADERS: u8 = 4;
+const SETTINGS_MAX_FRAME_SIZE: [u8; 2] = [0, 5];
+
 /// An HTTP/2 frame read by a hand-written upstream.
 struct Frame {
     kind: u8,
@@ -359,7 +360,8 @@ struct Frame {
 async fn hand_handshake(tcp: &mut tokio::net::TcpStream) -> bool {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut preface = [0u8; 24];
-    tcp.write_all(&frame(4, 0, 0, &[])).await.is_ok() && tcp.read_exact(&mut preface).await.is_ok()
+    tcp.write_all(&frame(SETTINGS, 0, 0, &[])).await.is_ok()
+        && tcp.read_exact(&mut preface).await.is_ok()
 }
 
 /// The next frame from the client, or None when the connection went.
@@ -373,7 +375,7 @@ async fn read_frame(tcp: &mut tokio::net::TcpStream) -> Option<Frame> {
     Some(Frame {
         kind: head[3],
         flags: head[4],
-        stream: u32::from_be_bytes([head[5], head[6], head[7], head[8]]),
+        stream: u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff,
         payload,
     })
 }
