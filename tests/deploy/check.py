@@ -146,12 +146,12 @@ def duration_s(text):
 
 
 def readme_default(key):
-    """A TOML key's default, from README.md's configuration reference table."""
-    for line in (ROOT / "README.md").read_text().splitlines():
+    """A TOML key's default, from the configuration reference table (docs/configuration.md)."""
+    for line in (ROOT / "docs" / "configuration.md").read_text().splitlines():
         cells = [c.strip() for c in line.split("|")]
         if len(cells) > 4 and cells[2] == f"`{key}`":
             return cells[3].strip("`")
-    raise Fail(f"README.md's configuration reference has no row for {key}")
+    raise Fail(f"docs/configuration.md's configuration reference has no row for {key}")
 
 
 # --- Kubernetes -----------------------------------------------------------------------------
