@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Runs every command README.md shows in its ```sh blocks, as written, from the repository
-# root, in the README's order, and checks what each answers, so the README cannot drift from
-# what works. Long-running commands (`make demo`, `protogate serve`, a line ending in `&`) are
-# started in the background, waited for (a deadline, never a fixed sleep), sent a request and
-# stopped. `make test` is skipped: it is what runs this.
+# Runs every command that README.md and the pages of docs/ show in their ```sh blocks, as
+# written, from the repository root, and checks what each answers, so the documentation cannot
+# drift from what works. The documents are read in one stable order: README.md first, then the
+# docs/ pages in the order of the README's table of contents, then any page it does not list,
+# alphabetically. Within a document, commands run in its order. ```console
+# and ```text blocks are shown, never run (Docker, a cluster, a running gateway to ask).
 #
-# The README names fixed ports (8080, 50051). As root the commands run in a private network
+# Long-running commands (`make demo`, `protogate serve`, a line ending in `&`) are started in
+# the background, waited for (a deadline, never a fixed sleep), sent a request and stopped.
+# `make test` is skipped: it is what runs this. Every other command has an expectation below,
+# found by the command's own text (so a command can move between documents); a command
+# without one, or an expectation no command used, fails the run.
+#
+# The commands name fixed ports (8080, 50051). As root they run in a private network
 # namespace (unshare -n) where those ports are this test's alone; elsewhere they must be free.
 # Usage: tests/readme.sh
 set -uo pipefail
@@ -70,31 +77,63 @@ stop() {
   wait "$1" 2>/dev/null
 }
 
-# The README's ```sh blocks, one command per line (continuations joined, comments dropped).
-mapfile -t commands < <(awk '
-  /^```sh$/ { inside = 1; next }
-  /^```/ { inside = 0; next }
-  inside {
-    if ($0 ~ /^[[:space:]]*#/ || $0 ~ /^[[:space:]]*$/) next
-    if (sub(/\\$/, "", $0)) { pending = pending $0; next }
-    if ($0 ~ /\|[[:space:]]*$/) { pending = pending $0 " "; next }
-    print pending $0; pending = ""
-  }' README.md)
+# The documents, in the order their commands run: README.md, then the docs/ pages in the
+# order of the README's table of contents (its rows that start with a link to one), then the
+# pages it does not list (alphabetically).
+docs=(README.md)
+while IFS= read -r page; do
+  [ -f "$page" ] && docs+=("$page")
+done < <(sed -n 's/^| *\[[^]]*\](\(docs\/[A-Za-z0-9_.-]*\.md\)).*/\1/p' README.md | awk '!seen[$0]++')
+for page in docs/*.md; do
+  [ -f "$page" ] || continue
+  case " ${docs[*]} " in *" $page "*) ;; *) docs+=("$page") ;; esac
+done
 
-# What each foreground command must print (an extended regular expression), in order.
-expect=(
-  '"id":"1".*"customerId":"42"'                # JSON in, JSON out
-  '^\{"id":"1","customerId":"42"'              # MessagePack in, read back by convert
-  '^00000000: 0801'                            # protobuf through, shown by xxd
-  '^00000000: 0802'                            # JSON in, protobuf out
-  '^HTTP/1.1 404.*"code":5'                    # an error with a google.rpc.Status body
-  ''                                           # cargo build --release -p protogate
-  '^ok: 4 methods, 4 REST routes .*GET +/v1/orders/\{id\} +demo.shop.v1.Shop/GetOrder'   # protogate check
-  '^$'                                         # convert JSON -> protobuf into /tmp/body.bin
-  '^\{"id":"1"\}$'                             # convert it back
+# Their ```sh blocks, one command per line (continuations joined, comments dropped), in order.
+mapfile -t commands < <(for doc in "${docs[@]}"; do
+  awk '
+    /^```sh$/ { inside = 1; next }
+    /^```/ { inside = 0; next }
+    inside {
+      if ($0 ~ /^[[:space:]]*#/ || $0 ~ /^[[:space:]]*$/) next
+      if (sub(/\\$/, "", $0)) { pending = pending $0; next }
+      if ($0 ~ /\|[[:space:]]*$/) { pending = pending $0 " "; next }
+      print pending $0; pending = ""
+    }' "$doc"
+done)
+if [ "${#commands[@]}" -eq 0 ]; then
+  fail "no command found in the \`\`\`sh blocks of ${docs[*]}"
+fi
+
+# What each foreground command must print (an extended regular expression), found by the
+# command's text: prints the expectation's name, or nothing for a command it does not know.
+# The first pattern that matches wins, so the more specific ones come first.
+expectation_of() {
+  case "$1" in
+    *"--from msgpack --to json"*) echo msgpack_in ;;          # MessagePack in, read back by convert
+    *"content-type: application/x-protobuf"*) echo protobuf_through ;;   # protobuf through, shown by xxd
+    *"accept: application/x-protobuf"*) echo json_to_protobuf ;;        # JSON in, protobuf out
+    "curl -s -i "*) echo error_status ;;                      # an error with a google.rpc.Status body
+    "curl -s "*"content-type: application/json"*) echo json_in_out ;;  # JSON in, JSON out
+    "cargo build --release -p protogate") echo build ;;
+    *"protogate check "*) echo check ;;
+    *" convert "*"--to protobuf > "*) echo convert_to_protobuf ;;      # into /tmp/body.bin
+    *" convert "*"--from protobuf --to json"*) echo convert_back ;;
+  esac
+}
+declare -A expect=(
+  [json_in_out]='"id":"1".*"customerId":"42"'
+  [msgpack_in]='^\{"id":"1","customerId":"42"'
+  [protobuf_through]='^00000000: 0801'
+  [json_to_protobuf]='^00000000: 0802'
+  [error_status]='^HTTP/1.1 404.*"code":5'
+  [build]=''
+  [check]='^ok: 4 methods, 4 REST routes .*GET +/v1/orders/\{id\} +demo.shop.v1.Shop/GetOrder'
+  [convert_to_protobuf]='^$'
+  [convert_back]='^\{"id":"1"\}$'
 )
+declare -A used=()
 
-i=0
 demo=
 for cmd in "${commands[@]}"; do
   case "$cmd" in
@@ -139,12 +178,17 @@ for cmd in "${commands[@]}"; do
       continue
       ;;
   esac
-  if [ "$i" -ge "${#expect[@]}" ]; then
-    fail "$cmd: a README command this test has no expectation for"
+  name=$(expectation_of "$cmd")
+  if [ -z "$name" ] || [ -z "${expect[$name]+set}" ]; then
+    fail "$cmd: a documented command this test has no expectation for"
     continue
   fi
-  want=${expect[$i]}
-  i=$((i + 1))
+  if [ -n "${used[$name]:-}" ]; then
+    fail "$cmd: a second command for the expectation '$name' (the first: ${used[$name]})"
+    continue
+  fi
+  used[$name]=$cmd
+  want=${expect[$name]}
   timeout 600 bash -c "set -o pipefail; $cmd" >"$work/out" 2>"$work/err"
   status=$?
   got=$(tr -d '\r' <"$work/out" | tr '\n' ' ' | sed 's/ $//')
@@ -157,16 +201,19 @@ for cmd in "${commands[@]}"; do
     head -c 2000 "$work/err"
   fi
 done
-if [ "$i" -ne "${#expect[@]}" ]; then
-  fail "the README has $i foreground commands; this test expects ${#expect[@]}"
-fi
+for name in "${!expect[@]}"; do
+  if [ -z "${used[$name]:-}" ]; then
+    fail "no documented command for the expectation '$name' (${docs[*]})"
+  fi
+done
 
-# The configuration shown in the README is the file the README runs.
-if diff <(awk '/^```toml$/ { n++; inside = (n == 1); next } /^```/ { inside = 0 } inside' README.md) \
+# The configuration docs/configuration.md shows first is the file its commands run.
+config_doc=docs/configuration.md
+if diff <(awk '/^```toml$/ { n++; inside = (n == 1); next } /^```/ { inside = 0 } inside' "$config_doc") \
   deploy/protogate.toml >"$work/diff"; then
   pass
 else
-  fail "README's first TOML block differs from deploy/protogate.toml:"; cat "$work/diff"
+  fail "$config_doc's first TOML block differs from deploy/protogate.toml:"; cat "$work/diff"
 fi
 
 echo "readme: $passed passed, $failed failed"
