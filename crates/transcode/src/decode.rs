@@ -8,7 +8,7 @@ use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 
 use crate::encode::{has_special_json, is_wrapper};
 use crate::error::{ErrorKind, PathSeg, format_path};
-use crate::scalar::{Op, Scalar, is_default};
+use crate::scalar::{Op, Scalar, is_default, is_packable, read_scalar, read_val};
 use crate::tree::Out;
 use crate::wire::{self, Reader};
 use crate::{Error, Findings, Options, UnknownField, UnresolvedAny, wkt};
@@ -540,53 +540,6 @@ fn push_chunk<'b>(
         (_, Acc::Msgs(v) | Acc::MsgList(v) | Acc::Map(v)) => v.push(chunk),
         (_, slot) => *slot = make(vec![chunk]),
     }
-}
-
-pub(crate) fn is_packable(kind: &Kind) -> bool {
-    Op::of(kind).is_packable()
-}
-
-/// Reads one scalar of `kind`; `None` (nothing consumed) when the wire type does not fit.
-pub(crate) fn read_val<'b>(
-    kind: &Kind,
-    wt: u8,
-    r: &mut Reader<'b>,
-) -> Result<Option<Scalar<'b>>, Error> {
-    let op = Op::of(kind);
-    if wt != op.wire_type() {
-        return Ok(None);
-    }
-    read_scalar(op, r).map(Some)
-}
-
-/// Reads one value of the scalar kind `op` (its wire type already checked): the one table of
-/// wire readings, for the reference renderer and the direct one.
-#[inline(always)]
-pub(crate) fn read_scalar<'b>(op: Op, r: &mut Reader<'b>) -> Result<Scalar<'b>, Error> {
-    Ok(match op {
-        Op::Int32 => Scalar::I32(r.varint()? as i32),
-        Op::Int64 => Scalar::I64(r.varint()? as i64),
-        Op::Uint32 => Scalar::U32(r.varint()? as u32),
-        Op::Uint64 => Scalar::U64(r.varint()?),
-        Op::Sint32 => Scalar::I32(wire::unzigzag32(r.varint()? as u32)),
-        Op::Sint64 => Scalar::I64(wire::unzigzag64(r.varint()?)),
-        Op::Bool => Scalar::Bool(r.varint()? != 0),
-        Op::Enum => Scalar::Enum(r.varint()? as i32),
-        Op::Fixed32 => Scalar::U32(r.fixed32()?),
-        Op::Sfixed32 => Scalar::I32(r.fixed32()? as i32),
-        Op::Float => Scalar::F32(f32::from_bits(r.fixed32()?)),
-        Op::Fixed64 => Scalar::U64(r.fixed64()?),
-        Op::Sfixed64 => Scalar::I64(r.fixed64()? as i64),
-        Op::Double => Scalar::F64(f64::from_bits(r.fixed64()?)),
-        Op::Str => {
-            let (b, at) = r.len_delimited()?;
-            Scalar::Str(std::str::from_utf8(b).map_err(|e| {
-                Error::malformed_protobuf(at + e.valid_up_to(), "invalid UTF-8 in a string field")
-            })?)
-        }
-        Op::Bytes => Scalar::Bytes(r.len_delimited()?.0),
-        Op::Message => unreachable!("messages are scanned by the caller"),
-    })
 }
 
 /// The default of a scalar kind (messages have none: callers render an empty message).

@@ -1,12 +1,12 @@
 //! Scalar values of the JSON mapping, shared by the reference and the direct paths so both
 //! accept, convert and reject exactly alike: one JSON/MessagePack scalar ([`Lit`]) in, one
-//! protobuf scalar ([`Scalar`]) out, and the wire encoding of scalars.
+//! protobuf scalar ([`Scalar`]) out, and the wire encoding and reading of scalars.
 
 use prost_reflect::Kind;
 
 use crate::Error;
 use crate::error::ErrorKind;
-use crate::wire::{self, put_tag, put_varint};
+use crate::wire::{self, Reader, put_tag, put_varint};
 
 /// A JSON or MessagePack value as a scalar conversion sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,7 +40,7 @@ impl Lit<'_> {
 
 /// One protobuf scalar value, strings and bytes borrowed: what a JSON or MessagePack value
 /// converts to and the wire writers take ([`convert`], [`put_field`]), and what the wire
-/// readers give both renderers (`decode::read_scalar`).
+/// readers give both renderers ([`read_scalar`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Scalar<'v> {
     I32(i32),
@@ -327,6 +327,53 @@ pub(crate) fn put_value(out: &mut Vec<u8>, op: Op, s: Scalar<'_>) {
         (_, Scalar::Bool(v)) => put_varint(out, v as u64),
         (_, Scalar::Str(_) | Scalar::Bytes(_)) => unreachable!("not packable"),
     }
+}
+
+pub(crate) fn is_packable(kind: &Kind) -> bool {
+    Op::of(kind).is_packable()
+}
+
+/// Reads one scalar of `kind`; `None` (nothing consumed) when the wire type does not fit.
+pub(crate) fn read_val<'b>(
+    kind: &Kind,
+    wt: u8,
+    r: &mut Reader<'b>,
+) -> Result<Option<Scalar<'b>>, Error> {
+    let op = Op::of(kind);
+    if wt != op.wire_type() {
+        return Ok(None);
+    }
+    read_scalar(op, r).map(Some)
+}
+
+/// Reads one value of the scalar kind `op` (its wire type already checked): the one table of
+/// wire readings, for the reference renderer and the direct one.
+#[inline(always)]
+pub(crate) fn read_scalar<'b>(op: Op, r: &mut Reader<'b>) -> Result<Scalar<'b>, Error> {
+    Ok(match op {
+        Op::Int32 => Scalar::I32(r.varint()? as i32),
+        Op::Int64 => Scalar::I64(r.varint()? as i64),
+        Op::Uint32 => Scalar::U32(r.varint()? as u32),
+        Op::Uint64 => Scalar::U64(r.varint()?),
+        Op::Sint32 => Scalar::I32(wire::unzigzag32(r.varint()? as u32)),
+        Op::Sint64 => Scalar::I64(wire::unzigzag64(r.varint()?)),
+        Op::Bool => Scalar::Bool(r.varint()? != 0),
+        Op::Enum => Scalar::Enum(r.varint()? as i32),
+        Op::Fixed32 => Scalar::U32(r.fixed32()?),
+        Op::Sfixed32 => Scalar::I32(r.fixed32()? as i32),
+        Op::Float => Scalar::F32(f32::from_bits(r.fixed32()?)),
+        Op::Fixed64 => Scalar::U64(r.fixed64()?),
+        Op::Sfixed64 => Scalar::I64(r.fixed64()? as i64),
+        Op::Double => Scalar::F64(f64::from_bits(r.fixed64()?)),
+        Op::Str => {
+            let (b, at) = r.len_delimited()?;
+            Scalar::Str(std::str::from_utf8(b).map_err(|e| {
+                Error::malformed_protobuf(at + e.valid_up_to(), "invalid UTF-8 in a string field")
+            })?)
+        }
+        Op::Bytes => Scalar::Bytes(r.len_delimited()?.0),
+        Op::Message => unreachable!("messages are scanned by the caller"),
+    })
 }
 
 pub(crate) fn quoted(s: &str) -> String {

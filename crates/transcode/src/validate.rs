@@ -6,9 +6,8 @@
 use prost_reflect::{Kind, MessageDescriptor};
 
 use crate::Error;
-use crate::decode::{is_packable, read_scalar, read_val};
 use crate::error::ErrorKind;
-use crate::scalar::Op;
+use crate::scalar::{Op, is_packable, read_scalar, read_val};
 use crate::wire::{self, Reader};
 
 pub(crate) fn message(

@@ -9,9 +9,9 @@ use std::collections::HashSet;
 use super::Bail;
 use super::plan::{Card, FieldPlan, MsgPlan, Plans};
 use super::sink::Sink;
-use crate::decode::{default_val, map_key_text, read_scalar, read_val};
+use crate::decode::{default_val, map_key_text};
 use crate::error::PathSeg;
-use crate::scalar::{Op, Scalar, is_default};
+use crate::scalar::{Op, Scalar, is_default, read_scalar, read_val};
 use crate::wire::{self, Reader};
 use crate::{Findings, Options, UnknownField};
 
