@@ -10,7 +10,23 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::sunset::Brownout;
+/// A window in which JSON is refused, to make clients that ignore headers notice early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Brownout {
+    pub start: SystemTime,
+    pub length: Duration,
+}
+
+impl Brownout {
+    /// The end of the window (excluded).
+    pub fn end(&self) -> SystemTime {
+        self.start + self.length
+    }
+
+    pub fn contains(&self, t: SystemTime) -> bool {
+        self.start <= t && t < self.end()
+    }
+}
 
 /// A date, duration or window that does not parse: the input and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]

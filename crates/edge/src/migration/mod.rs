@@ -82,13 +82,15 @@ mod table;
 mod tracker;
 
 pub use client::{ClientId, MAX_NAME_BYTES, UNKNOWN, X_CLIENT_ID};
-pub use dates::{ParseError, http_date, parse_brownout, parse_duration, parse_time, rfc3339};
+pub use dates::{
+    Brownout, ParseError, http_date, parse_brownout, parse_duration, parse_time, rfc3339,
+};
 pub use figures::{number, percent, thousands};
 pub use page::{esc, render_html, render_json};
 pub use report::{ClientReport, FieldReport, MethodReport, Report, ShareSeries, SunsetReport};
 pub use sunset::{
-    Brownout, DEPRECATION, DeprecationHeaders, JsonDecision, Phase, PolicyError, RefusalReason,
-    Rule, SUNSET, SunsetPolicy, SunsetRule, Verdict, dotted, glob_match,
+    DEPRECATION, DeprecationHeaders, JsonDecision, Phase, PolicyError, RefusalReason, Rule, SUNSET,
+    SunsetPolicy, SunsetRule, Verdict, dotted, glob_match,
 };
 pub use tracker::{
     Conversion, ConversionTotals, Cost, Counts, DEFAULT_MAX_CLIENTS, Direction, DowngradeSet,

@@ -191,7 +191,7 @@ fn cost_json(cost: &Cost) -> Value {
 
 fn sunset_json(s: &SunsetReport) -> Value {
     let window =
-        |b: &super::sunset::Brownout| json!({"start": rfc3339(b.start), "end": rfc3339(b.end())});
+        |b: &super::dates::Brownout| json!({"start": rfc3339(b.start), "end": rfc3339(b.end())});
     json!({
         "selector": s.selector,
         "phase": s.phase.as_str(),

@@ -4,8 +4,9 @@
 
 use std::time::{Duration, SystemTime};
 
+use super::dates::Brownout;
 use super::series::MINUTES;
-use super::sunset::{Brownout, Phase, SunsetPolicy, dotted, glob_match};
+use super::sunset::{Phase, SunsetPolicy, dotted, glob_match};
 use super::tracker::{Cost, Counts, Tracker};
 
 /// Everything the page shows.

@@ -26,29 +26,11 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, LINK};
 
-use super::dates::{http_date, rfc3339, unix_secs};
-
-/// A window in which JSON is refused, to make clients that ignore headers notice early.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Brownout {
-    pub start: SystemTime,
-    pub length: Duration,
-}
-
-impl Brownout {
-    /// The end of the window (excluded).
-    pub fn end(&self) -> SystemTime {
-        self.start + self.length
-    }
-
-    pub fn contains(&self, t: SystemTime) -> bool {
-        self.start <= t && t < self.end()
-    }
-}
+use super::dates::{Brownout, http_date, rfc3339, unix_secs};
 
 /// One `[[json_sunset]]` rule as configured (times already parsed with
 /// [`parse_time`](super::parse_time) and [`parse_brownout`](super::parse_brownout)).
