@@ -4,7 +4,8 @@
 //!
 //! # Layout
 //! - `cli`: the command line (clap).
-//! - [`config`]: the TOML file and its resolution with the flags into the edge's settings.
+//! - [`config`]: the TOML file as written ([`config::raw`]) and its resolution with the flags
+//!   into the edge's settings ([`config::resolve`](mod@config::resolve)).
 //! - `listen`: `--listen` addresses (IPs, host names, `:PORT`) and binding them.
 //! - `schema_files`: reading descriptor sets and `.proto` files for `transcode`.
 //! - `run`: `protogate serve`.

@@ -1,0 +1,56 @@
+//! Configuration in two stages, as ripgrep's low and high arguments:
+//!
+//! - [`raw`]: the TOML file as written ([`FileConfig`] and its tables, unknown keys refused,
+//!   relative paths made absolute), and [`parse_duration`], which reads flags' and keys'
+//!   durations alike.
+//! - [`resolve`](mod@resolve): the flags over the file, checked and turned into the edge's
+//!   settings ([`Resolved`]) before any port opens; `tables` does the same for each of the
+//!   file's tables (`[cors]`, `[compression]`, `[[http_rules]]`, …).
+//!
+//! Flags override the file; unknown keys in the file are errors.
+
+pub mod raw;
+pub mod resolve;
+mod tables;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::path::Path;
+
+use crate::cli::ServeArgs;
+
+pub use raw::{
+    CompressionFileConfig, CorsFileConfig, CustomPatternConfig, FileConfig, HttpRuleConfig,
+    LevelConfig, MigrationFileConfig, OtelFileConfig, SchemaSource, ServiceConfig, SunsetFileRule,
+    TlsFileConfig, UnknownQueryConfig, UpstreamCompression, Urls, parse_duration,
+};
+pub use resolve::{Reflection, Resolved, resolve};
+pub use tables::OtelConfig;
+
+/// A configuration that cannot be used; the process exits with code 64.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The flags over the file they name (`--config`), resolved.
+pub fn load(args: ServeArgs) -> Result<Resolved, ConfigError> {
+    let file = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?;
+            let base = path.parent().unwrap_or(Path::new("."));
+            FileConfig::parse(&text, base)
+                .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?
+        }
+        None => FileConfig::default(),
+    };
+    resolve(args, file)
+}

@@ -1,0 +1,411 @@
+//! The raw layer: the TOML file as written, before any flag is applied or any value checked
+//! against another. Every table refuses keys it does not know, and relative paths are made
+//! relative to the file's directory. `parse_duration` reads the durations of flags and keys.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::ConfigError;
+use crate::cli::LogFormat;
+
+/// The TOML file: the serve flags' settings plus per-service upstreams.
+///
+/// ```toml
+/// listen = "127.0.0.1:8080"
+/// admin_listen = "127.0.0.1:9090"             # /healthz, /readyz, /metrics here instead
+/// upstream = "http://127.0.0.1:50051"        # default for every service; or a list of URLs
+/// dns_refresh = "5s"                         # upstream host names resolved again this often
+/// health_check = false                       # grpc.health.v1 checks of every upstream
+/// health_interval = "5s"
+/// descriptor_sets = ["api.pb"]               # or:
+/// protos = ["shop/v1/shop.proto"]
+/// includes = ["proto"]
+/// max_body_bytes = 4194304
+/// max_response_bytes = 67108864
+/// upstream_timeout = "30s"
+/// strict_accept = false
+/// log_format = "text"                        # or "json"
+/// downgrade_log_interval = "60s"
+/// downgrade_log_max_lines = 100                # in all, per interval
+/// header_read_timeout = "10s"
+/// body_read_timeout = "30s"
+/// max_header_bytes = 16384
+/// max_stream_bytes = 67108864                # a client stream's whole body
+/// max_concurrent_requests = 4096             # in flight in all; more are 503
+/// max_concurrent_requests_per_upstream = 1000  # default: no limit of its own
+/// max_inflight_bytes = 268435456             # request bodies (and answers) held
+/// max_concurrent_streams = 250               # per HTTP/2 connection
+/// max_connections = 10000                    # the longest-idle one closed for a new one
+/// idle_timeout = "90s"                       # no request in flight: closed (h2: GOAWAY)
+/// drain_delay = "5s"                         # after SIGTERM: /readyz 503, still serving
+/// access_log = false                         # one INFO line per request
+///
+/// [cors]                                     # absent: no CORS headers
+/// allow_origins = ["https://app.example.com", "https://*.example.com"]
+/// allow_headers = ["content-type", "authorization"]   # default: the usual request headers
+/// expose_headers = ["x-served-by"]           # besides grpc-status/-message, x-request-id
+/// allow_credentials = false                  #   and the answer's grpc-metadata-* headers
+/// max_age = "10m"
+///
+/// [compression]                              # answers compressed by Accept-Encoding
+/// enabled = true                             # with the section; without it: off
+/// min_bytes = 1024                           # whole answers below stay as they are
+/// algorithms = ["zstd", "br", "gzip", "deflate"]   # offered, best first
+/// level = "default"                          # "fastest", "best", or a number
+/// protobuf = false                           # compress protobuf answers too
+/// upstream_compression = "none"              # "gzip": requests to upstreams compressed
+///
+/// client_id_header = "x-app-name"            # names clients after x-client-id
+///
+/// [migration]
+/// max_clients = 1000                         # (method, client) rows in the migration report
+///
+/// [[json_sunset]]                            # ending JSON, per method, service or package
+/// selector = "demo.shop.v1.Shop.*"
+/// deprecation = "2027-01-01T00:00:00Z"       # JSON answers carry Deprecation from then on
+/// sunset = "2027-06-30T00:00:00Z"            # Sunset header; after it JSON is refused
+/// link = "https://wiki.example/protobuf-migration"
+/// brownouts = ["2027-05-01T10:00:00Z/PT1H"]  # windows where JSON is refused already
+/// exempt_clients = ["legacy-billing"]
+///
+/// [otel]                                     # OpenTelemetry export (built with --features otel)
+/// endpoint = "http://127.0.0.1:4317"         # an OTLP/gRPC collector
+/// service_name = "protogate"
+/// sample_ratio = 1.0                         # of new traces; a client's sampled flag is followed
+/// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
+/// unknown_query_parameters = "reject"        # or "ignore"
+///
+/// [tls]                                      # TLS on the listener (or --tls-cert/--tls-key)
+/// cert = "tls/server.pem"                    # PEM chain, re-read when it changes
+/// key = "tls/server.key"                     # PEM private key (PKCS#8, PKCS#1 or SEC1)
+/// client_ca = "tls/clients-ca.pem"           # ask clients for certificates from this CA
+/// client_auth = "required"                   # or "optional"
+///
+/// ca = "tls/upstream-ca.pem"                 # https:// upstreams: their CA (default: the
+/// client_cert = "tls/gateway.pem"            #   system's roots), the gateway's client
+/// client_key = "tls/gateway.key"             #   certificate (mTLS), and the name their
+/// server_name = "shop.internal"              #   certificate must carry (default: the host)
+///
+/// [services."demo.shop.v1.Shop"]
+/// upstream = ["https://shop-a.internal:8443", "https://shop-b.internal:8443"]
+/// health_check = true                        # Health/Check for "demo.shop.v1.Shop"
+///                                            # ca, client_cert, client_key, server_name
+/// ca = "tls/shop-ca.pem"                     #   here override the top level's
+///
+/// # google.api.http rules for methods whose protos cannot be annotated; a rule here
+/// # replaces the annotations of the method it selects.
+/// [[http_rules]]
+/// selector = "demo.shop.v1.Shop.GetOrder"
+/// get = "/v1/orders/{id}"                    # or put / post / delete / patch,
+///                                            # or custom = { kind = "SEARCH", path = "/v1/orders" }
+/// body = ""                                  # "*", "" or a top-level field
+/// response_body = ""
+/// [[http_rules.additional_bindings]]
+/// post = "/v1/orders/{id}:get"
+/// body = "*"
+/// ```
+/// Relative paths are relative to the file's directory.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub admin_listen: Option<String>,
+    pub upstream: Option<Urls>,
+    /// Host names of upstreams are resolved again this often (default 5s).
+    pub dns_refresh: Option<String>,
+    /// Every upstream's endpoints are asked `grpc.health.v1.Health/Check` (a service's own
+    /// `health_check` wins), every `health_interval` (default 5s).
+    pub health_check: Option<bool>,
+    pub health_interval: Option<String>,
+    #[serde(default)]
+    pub descriptor_sets: Vec<PathBuf>,
+    #[serde(default)]
+    pub protos: Vec<PathBuf>,
+    #[serde(default)]
+    pub includes: Vec<PathBuf>,
+    /// `reflection`: the schema comes from every upstream's server reflection; `files`
+    /// (default): from the files given.
+    pub schema_source: Option<SchemaSource>,
+    /// How often the reflected schema is asked for again (default 60s).
+    pub schema_refresh: Option<String>,
+    pub max_body_bytes: Option<usize>,
+    pub max_response_bytes: Option<usize>,
+    pub upstream_timeout: Option<String>,
+    pub strict_accept: Option<bool>,
+    pub log_format: Option<LogFormat>,
+    pub downgrade_log_interval: Option<String>,
+    pub downgrade_log_max_lines: Option<u64>,
+    pub header_read_timeout: Option<String>,
+    pub body_read_timeout: Option<String>,
+    pub max_header_bytes: Option<usize>,
+    pub max_stream_bytes: Option<usize>,
+    pub max_concurrent_requests: Option<usize>,
+    pub max_concurrent_requests_per_upstream: Option<usize>,
+    pub max_inflight_bytes: Option<usize>,
+    pub max_concurrent_streams: Option<u32>,
+    pub max_connections: Option<usize>,
+    pub idle_timeout: Option<String>,
+    pub drain_delay: Option<String>,
+    pub access_log: Option<bool>,
+    pub cors: Option<CorsFileConfig>,
+    pub compression: Option<CompressionFileConfig>,
+    pub upstream_compression: Option<UpstreamCompression>,
+    pub otel: Option<OtelFileConfig>,
+    pub client_id_header: Option<String>,
+    pub migration: Option<MigrationFileConfig>,
+    #[serde(default)]
+    pub json_sunset: Vec<SunsetFileRule>,
+    pub worker_threads: Option<usize>,
+    pub unknown_query_parameters: Option<UnknownQueryConfig>,
+    pub tls: Option<TlsFileConfig>,
+    /// The default TLS settings of `https://` upstreams.
+    pub ca: Option<PathBuf>,
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+    pub server_name: Option<String>,
+    #[serde(default)]
+    pub services: BTreeMap<String, ServiceConfig>,
+    #[serde(default)]
+    pub http_rules: Vec<HttpRuleConfig>,
+}
+
+/// `[cors]`: CORS for browsers on other origins.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorsFileConfig {
+    pub allow_origins: Vec<String>,
+    pub allow_headers: Option<Vec<String>>,
+    #[serde(default)]
+    pub expose_headers: Vec<String>,
+    #[serde(default)]
+    pub allow_credentials: bool,
+    pub max_age: Option<String>,
+}
+
+/// `[compression]`: answers compressed by `Accept-Encoding`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompressionFileConfig {
+    pub enabled: Option<bool>,
+    pub min_bytes: Option<usize>,
+    pub algorithms: Option<Vec<String>>,
+    pub level: Option<LevelConfig>,
+    pub protobuf: Option<bool>,
+}
+
+/// `level = "fastest" | "default" | "best"` or a number.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum LevelConfig {
+    Number(u32),
+    Name(String),
+}
+
+/// `[migration]`: the migration report's bounds.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigrationFileConfig {
+    pub max_clients: Option<usize>,
+}
+
+/// One `[[json_sunset]]` rule, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SunsetFileRule {
+    pub selector: String,
+    pub deprecation: Option<String>,
+    pub sunset: Option<String>,
+    pub link: Option<String>,
+    #[serde(default)]
+    pub brownouts: Vec<String>,
+    #[serde(default)]
+    pub exempt_clients: Vec<String>,
+}
+
+/// `[otel]`: OpenTelemetry export.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtelFileConfig {
+    pub endpoint: String,
+    pub service_name: Option<String>,
+    pub sample_ratio: Option<f64>,
+}
+
+/// `upstream_compression`: how request messages travel to upstreams.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamCompression {
+    None,
+    Gzip,
+}
+
+/// `unknown_query_parameters`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownQueryConfig {
+    Reject,
+    Ignore,
+}
+
+/// A google.api.HttpRule in TOML, spelled as in the proto (and in grpc-gateway's YAML).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpRuleConfig {
+    pub selector: Option<String>,
+    pub get: Option<String>,
+    pub put: Option<String>,
+    pub post: Option<String>,
+    pub delete: Option<String>,
+    pub patch: Option<String>,
+    pub custom: Option<CustomPatternConfig>,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default)]
+    pub response_body: String,
+    #[serde(default)]
+    pub additional_bindings: Vec<HttpRuleConfig>,
+}
+
+/// `custom = { kind = "SEARCH", path = "/v1/things" }`: a pattern of another HTTP method.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomPatternConfig {
+    pub kind: String,
+    pub path: String,
+}
+
+/// `[services."pkg.Service"]`: one service's upstream, health checks, schema and TLS.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    pub upstream: Urls,
+    pub health_check: Option<bool>,
+    /// This service's schema comes from its upstream's server reflection.
+    pub reflect: Option<bool>,
+    /// Its TLS settings, over the top level's.
+    pub ca: Option<PathBuf>,
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+    pub server_name: Option<String>,
+}
+
+impl ServiceConfig {
+    /// Its TLS files, to be made relative to the file's directory.
+    fn tls_paths(&mut self) -> impl Iterator<Item = &mut PathBuf> {
+        self.ca
+            .iter_mut()
+            .chain(self.client_cert.iter_mut())
+            .chain(self.client_key.iter_mut())
+    }
+}
+
+/// `schema_source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchemaSource {
+    Files,
+    Reflection,
+}
+
+/// An upstream: one URL, or a list of them (its endpoints are every address each resolves
+/// to).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Urls {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// `[tls]`: TLS on the listener.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFileConfig {
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub client_ca: Option<PathBuf>,
+    pub client_auth: Option<crate::tls::ClientAuth>,
+}
+
+impl FileConfig {
+    /// Parses TOML text; `base` is the file's directory, for relative paths.
+    pub fn parse(text: &str, base: &Path) -> Result<FileConfig, ConfigError> {
+        let mut c: FileConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        let listener_tls = c.tls.iter_mut().flat_map(|t| {
+            t.cert
+                .iter_mut()
+                .chain(t.key.iter_mut())
+                .chain(t.client_ca.iter_mut())
+        });
+        let upstream_tls =
+            c.ca.iter_mut()
+                .chain(c.client_cert.iter_mut())
+                .chain(c.client_key.iter_mut())
+                .chain(c.services.values_mut().flat_map(ServiceConfig::tls_paths));
+        for p in c
+            .descriptor_sets
+            .iter_mut()
+            .chain(c.protos.iter_mut())
+            .chain(c.includes.iter_mut())
+            .chain(listener_tls)
+            .chain(upstream_tls)
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// `500ms`, `2s`, `1.5s`, `5m`, `1h`; a bare number is seconds; `0` is zero.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (num, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| "expected a number followed by ms, s, m or h".to_owned())?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("unknown unit {unit:?}; use ms, s, m or h")),
+    };
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+        return Err("out of range".to_owned());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// `text` (a flag's over its key's) as the duration of `key`; `default` without one.
+pub(super) fn duration(
+    text: Option<&str>,
+    key: &str,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match text {
+        Some(text) => parse_duration(text).map_err(|e| ConfigError(format!("{key} {text:?}: {e}"))),
+        None => Ok(default),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("2 days").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+}

@@ -1,0 +1,242 @@
+//! The resolved layer's tables: `[cors]`, `[compression]`, `[migration]`, `[[json_sunset]]`,
+//! `[[http_rules]]` and `[otel]`, each checked and turned into the edge's (or transcode's)
+//! settings. [`resolve`](super::resolve()) calls them in its fixed order.
+
+use std::fmt;
+use std::time::Duration;
+
+use tonic::codegen::http::HeaderName;
+
+use super::ConfigError;
+use super::raw::{
+    CompressionFileConfig, CorsFileConfig, FileConfig, HttpRuleConfig, LevelConfig, OtelFileConfig,
+    SunsetFileRule, duration,
+};
+
+/// `[otel]` resolved: where spans go.
+#[derive(Debug, Clone)]
+pub struct OtelConfig {
+    /// The OTLP/gRPC collector, `http://host:4317`.
+    pub endpoint: String,
+    pub service_name: String,
+    /// The share of new traces recorded (a client's sampled flag is followed).
+    pub sample_ratio: f64,
+}
+
+/// `[migration]` and `client_id_header`: the migration report's bounds, and the header that
+/// names clients.
+pub(super) fn migration(
+    file: &FileConfig,
+) -> Result<edge::migration::MigrationConfig, ConfigError> {
+    Ok(edge::migration::MigrationConfig {
+        max_clients: file
+            .migration
+            .as_ref()
+            .and_then(|m| m.max_clients)
+            .unwrap_or(edge::migration::DEFAULT_MAX_CLIENTS),
+        client_id_header: file
+            .client_id_header
+            .as_deref()
+            .map(|h| {
+                http_header_name(h).ok_or_else(|| {
+                    ConfigError(format!("client_id_header {h:?} is not a header name"))
+                })
+            })
+            .transpose()?,
+    })
+}
+
+/// A header name as configured (any case; stored lowercase).
+fn http_header_name(name: &str) -> Option<HeaderName> {
+    HeaderName::from_bytes(name.trim().to_ascii_lowercase().as_bytes()).ok()
+}
+
+impl CorsFileConfig {
+    pub(super) fn resolve(&self) -> Result<edge::cors::CorsConfig, ConfigError> {
+        let defaults = edge::cors::CorsConfig::default();
+        Ok(edge::cors::CorsConfig {
+            allow_origins: self.allow_origins.clone(),
+            allow_headers: self.allow_headers.clone().unwrap_or(defaults.allow_headers),
+            expose_headers: self.expose_headers.clone(),
+            allow_credentials: self.allow_credentials,
+            max_age: self
+                .max_age
+                .as_deref()
+                .map(|age| duration(Some(age), "cors.max_age", Duration::ZERO))
+                .transpose()?,
+        })
+    }
+}
+
+impl CompressionFileConfig {
+    pub(super) fn resolve(&self) -> Result<edge::coding::CompressionConfig, ConfigError> {
+        use edge::coding::{Coding, Level};
+        let defaults = edge::coding::CompressionConfig::default();
+        let algorithms = match &self.algorithms {
+            None => defaults.algorithms,
+            Some(names) => {
+                let mut algorithms = Vec::new();
+                for name in names {
+                    let coding = Coding::parse(name).ok_or_else(|| {
+                        ConfigError(format!(
+                            "compression.algorithms: {name:?} is not one of zstd, br, gzip, deflate"
+                        ))
+                    })?;
+                    if algorithms.contains(&coding) {
+                        return Err(ConfigError(format!(
+                            "compression.algorithms: {name:?} is listed twice"
+                        )));
+                    }
+                    algorithms.push(coding);
+                }
+                if algorithms.is_empty() {
+                    return Err(ConfigError(
+                        "compression.algorithms is empty: set enabled = false instead".into(),
+                    ));
+                }
+                algorithms
+            }
+        };
+        let level = match &self.level {
+            None => defaults.level,
+            Some(LevelConfig::Number(n)) => Level::Precise(*n),
+            Some(LevelConfig::Name(name)) => match name.as_str() {
+                "fastest" => Level::Fastest,
+                "default" => Level::Default,
+                "best" => Level::Best,
+                _ => {
+                    return Err(ConfigError(format!(
+                        "compression.level: {name:?} is not \"fastest\", \"default\", \"best\" or a number"
+                    )));
+                }
+            },
+        };
+        Ok(edge::coding::CompressionConfig {
+            enabled: self.enabled.unwrap_or(true),
+            min_bytes: self.min_bytes.unwrap_or(defaults.min_bytes),
+            algorithms,
+            level,
+            protobuf: self.protobuf.unwrap_or(defaults.protobuf),
+        })
+    }
+}
+
+impl SunsetFileRule {
+    pub(super) fn resolve(&self) -> Result<edge::migration::SunsetRule, ConfigError> {
+        use edge::migration::{parse_brownout, parse_time};
+        let selector = &self.selector;
+        let fail = |key: &str, e: &dyn fmt::Display| {
+            ConfigError(format!("json_sunset {selector:?}: {key}: {e}"))
+        };
+        let time = |key: &str, text: &Option<String>| {
+            text.as_deref()
+                .map(|t| parse_time(t).map_err(|e| fail(key, &e)))
+                .transpose()
+        };
+        Ok(edge::migration::SunsetRule {
+            deprecation: time("deprecation", &self.deprecation)?,
+            sunset: time("sunset", &self.sunset)?,
+            link: self.link.clone(),
+            brownouts: self
+                .brownouts
+                .iter()
+                .map(|b| parse_brownout(b).map_err(|e| fail("brownouts", &e)))
+                .collect::<Result<_, _>>()?,
+            exempt_clients: self.exempt_clients.clone(),
+            selector: selector.clone(),
+        })
+    }
+}
+
+/// `[[http_rules]]`: every rule names the method it is for.
+pub(super) fn http_rules(
+    rules: &[HttpRuleConfig],
+) -> Result<Vec<transcode::rest::HttpRule>, ConfigError> {
+    rules
+        .iter()
+        .map(|r| {
+            let selector = r.selector.clone().ok_or_else(|| {
+                ConfigError("http_rules: every rule needs a selector (pkg.Service.Method)".into())
+            })?;
+            r.resolve(&selector)
+        })
+        .collect()
+}
+
+impl HttpRuleConfig {
+    fn resolve(&self, selector: &str) -> Result<transcode::rest::HttpRule, ConfigError> {
+        let mut patterns: Vec<(String, String)> = [
+            ("GET", &self.get),
+            ("PUT", &self.put),
+            ("POST", &self.post),
+            ("DELETE", &self.delete),
+            ("PATCH", &self.patch),
+        ]
+        .into_iter()
+        .filter_map(|(m, p)| p.as_ref().map(|p| (m.to_owned(), p.clone())))
+        .collect();
+        patterns.extend(
+            self.custom
+                .as_ref()
+                .map(|c| (c.kind.clone(), c.path.clone())),
+        );
+        let (method, path) = match patterns.len() {
+            1 => patterns.remove(0),
+            n => {
+                return Err(ConfigError(format!(
+                    "http_rules: the rule for {selector} has {n} patterns; give exactly one of get, put, post, delete, patch or custom"
+                )));
+            }
+        };
+        let additional_bindings = self
+            .additional_bindings
+            .iter()
+            .map(|b| {
+                if b.selector.is_some() {
+                    return Err(ConfigError(format!(
+                        "http_rules: an additional binding of {selector} cannot have a selector"
+                    )));
+                }
+                b.resolve(selector)
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(transcode::rest::HttpRule {
+            selector: selector.to_owned(),
+            method,
+            path,
+            body: self.body.clone(),
+            response_body: self.response_body.clone(),
+            additional_bindings,
+        })
+    }
+}
+
+impl OtelFileConfig {
+    pub(super) fn resolve(&self) -> Result<OtelConfig, ConfigError> {
+        if !cfg!(feature = "otel") {
+            return Err(ConfigError(
+                "[otel] is set, but this protogate was built without OpenTelemetry export (cargo build --release --features otel)".into(),
+            ));
+        }
+        if !(self.endpoint.starts_with("http://") || self.endpoint.starts_with("https://")) {
+            return Err(ConfigError(format!(
+                "otel.endpoint {:?} is not an http:// or https:// URL",
+                self.endpoint
+            )));
+        }
+        let sample_ratio = self.sample_ratio.unwrap_or(1.0);
+        if !(0.0..=1.0).contains(&sample_ratio) {
+            return Err(ConfigError(format!(
+                "otel.sample_ratio {sample_ratio} is not between 0 and 1"
+            )));
+        }
+        Ok(OtelConfig {
+            endpoint: self.endpoint.clone(),
+            service_name: self
+                .service_name
+                .clone()
+                .unwrap_or_else(|| "protogate".into()),
+            sample_ratio,
+        })
+    }
+}

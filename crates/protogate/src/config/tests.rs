@@ -1,0 +1,583 @@
+//! The configuration end to end: a file's text parsed, then resolved with flags.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::resolve::DRAIN_DELAY;
+use super::{FileConfig, Reflection, Resolved, resolve};
+use crate::cli::ServeArgs;
+
+fn args(list: &[&str]) -> ServeArgs {
+    use clap::Parser;
+    let mut full = vec!["protogate", "serve"];
+    full.extend_from_slice(list);
+    match crate::cli::Cli::parse_from(full).command {
+        crate::cli::Command::Serve(a) => a,
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn flags_override_the_file() {
+    let file = FileConfig::parse(
+        r#"
+            listen = "127.0.0.1:9000"
+            upstream = "http://127.0.0.1:1"
+            protos = ["a.proto"]
+            includes = ["proto"]
+            upstream_timeout = "5s"
+            strict_accept = true
+            [services."x.v1.S"]
+            upstream = "http://127.0.0.1:2"
+        "#,
+        Path::new("/etc/pg"),
+    )
+    .unwrap();
+    let r = resolve(
+        args(&["--listen", "127.0.0.1:0", "--upstream-timeout", "2s"]),
+        file,
+    )
+    .unwrap();
+    assert_eq!(r.listen.to_string(), "127.0.0.1:0");
+    assert_eq!(r.edge.upstream_timeout, Duration::from_secs(2));
+    assert!(r.edge.strict_accept);
+    assert_eq!(
+        r.default_upstream,
+        Some(vec!["http://127.0.0.1:1".to_owned()])
+    );
+    assert_eq!(
+        r.service_upstreams,
+        vec![("x.v1.S".to_owned(), vec!["http://127.0.0.1:2".to_owned()])]
+    );
+    assert_eq!(r.schema.protos, vec![PathBuf::from("/etc/pg/a.proto")]);
+    assert_eq!(r.schema.includes, vec![PathBuf::from("/etc/pg/proto")]);
+    assert_eq!(r.edge.max_body_bytes, 4 * 1024 * 1024);
+}
+
+/// A flag's override case: the file's line, the flags, what is looked at, its value from the
+/// file, its value with the flags.
+type Override = (
+    &'static str,
+    &'static [&'static str],
+    fn(&Resolved) -> String,
+    &'static str,
+    &'static str,
+);
+
+/// Every serve flag that has a TOML key.
+const OVERRIDES: &[Override] = &[
+    (
+        "listen = \"127.0.0.1:9000\"",
+        &["--listen", "localhost:9001"],
+        |r| r.listen.to_string(),
+        "127.0.0.1:9000",
+        "localhost:9001",
+    ),
+    (
+        "admin_listen = \"127.0.0.1:9100\"",
+        &["--admin-listen", "127.0.0.1:9101"],
+        |r| format!("{:?}", r.admin_listen.as_ref().map(|l| l.to_string())),
+        "Some(\"127.0.0.1:9100\")",
+        "Some(\"127.0.0.1:9101\")",
+    ),
+    (
+        "upstream = \"http://a:1\"",
+        &["--upstream", "http://b:2"],
+        |r| format!("{:?}", r.default_upstream),
+        "Some([\"http://a:1\"])",
+        "Some([\"http://b:2\"])",
+    ),
+    (
+        "descriptor_sets = [\"a.pb\"]",
+        &["--descriptor-set", "b.pb"],
+        |r| format!("{:?}", r.schema.descriptor_sets),
+        "[\"/etc/pg/a.pb\"]",
+        "[\"b.pb\"]",
+    ),
+    (
+        "protos = [\"a.proto\"]",
+        &["--proto", "b.proto"],
+        |r| format!("{:?}", r.schema.protos),
+        "[\"/etc/pg/a.proto\"]",
+        "[\"b.proto\"]",
+    ),
+    (
+        "includes = [\"inc\"]",
+        &["-I", "other"],
+        |r| format!("{:?}", r.schema.includes),
+        "[\"/etc/pg/inc\"]",
+        "[\"other\"]",
+    ),
+    (
+        "max_body_bytes = 1000",
+        &["--max-body-bytes", "2000"],
+        |r| r.edge.max_body_bytes.to_string(),
+        "1000",
+        "2000",
+    ),
+    (
+        "upstream_timeout = \"5s\"",
+        &["--upstream-timeout", "7s"],
+        |r| format!("{:?}", r.edge.upstream_timeout),
+        "5s",
+        "7s",
+    ),
+    (
+        "strict_accept = true",
+        &["--strict-accept=false"],
+        |r| r.edge.strict_accept.to_string(),
+        "true",
+        "false",
+    ),
+    (
+        "schema_source = \"reflection\"",
+        &["--reflect=false"],
+        |r| format!("{:?}", r.reflection.as_ref().map(|r| r.all)),
+        "Some(true)",
+        "None",
+    ),
+    (
+        "schema_source = \"files\"",
+        &["--reflect"],
+        |r| format!("{:?}", r.reflection.as_ref().map(|r| (r.all, r.refresh))),
+        "None",
+        "Some((true, 60s))",
+    ),
+    (
+        "strict_accept = false",
+        &["--strict-accept"],
+        |r| r.edge.strict_accept.to_string(),
+        "false",
+        "true",
+    ),
+    (
+        "strict_accept = false",
+        &["--strict-accept=true"],
+        |r| r.edge.strict_accept.to_string(),
+        "false",
+        "true",
+    ),
+    (
+        "log_format = \"json\"",
+        &["--log-format", "text"],
+        |r| format!("{:?}", r.log_format),
+        "Json",
+        "Text",
+    ),
+    (
+        "downgrade_log_interval = \"5m\"",
+        &["--downgrade-log-interval", "0"],
+        |r| format!("{:?}", r.edge.downgrade_log_interval),
+        "300s",
+        "0ns",
+    ),
+    (
+        "worker_threads = 3",
+        &["--worker-threads", "1"],
+        |r| r.worker_threads.to_string(),
+        "3",
+        "1",
+    ),
+    (
+        "tls = { cert = \"f.pem\", key = \"f.key\" }",
+        &["--tls-cert", "/x.pem", "--tls-key", "/x.key"],
+        |r| r.tls.as_ref().unwrap().cert.display().to_string(),
+        "/etc/pg/f.pem",
+        "/x.pem",
+    ),
+    (
+        "tls = { cert = \"f.pem\", key = \"f.key\" }",
+        &["--tls-key", "/x.key", "--tls-cert", "/x.pem"],
+        |r| r.tls.as_ref().unwrap().key.display().to_string(),
+        "/etc/pg/f.key",
+        "/x.key",
+    ),
+];
+
+/// Each flag that has a TOML key: the file's value without the flag, the flag's with both.
+#[test]
+fn every_flag_overrides_its_file_key() {
+    let cases = OVERRIDES;
+    for (line, flags, view, from_file, from_flag) in cases {
+        let key = line.split(' ').next().unwrap();
+        let mut text = String::new();
+        if key != "upstream" {
+            text += "upstream = \"http://base:1\"\n";
+        }
+        if key != "protos" && key != "descriptor_sets" {
+            text += "protos = [\"base.proto\"]\n";
+        }
+        text += line;
+        let file = || FileConfig::parse(&text, Path::new("/etc/pg")).unwrap();
+        let r = resolve(args(&[]), file()).unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert_eq!(view(&r), *from_file, "{line}");
+        let r = resolve(args(flags), file()).unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+        assert_eq!(view(&r), *from_flag, "{line} {flags:?}");
+    }
+    // Every serve flag with a value is covered (a new flag needs a case above).
+    use clap::CommandFactory;
+    let cli = crate::cli::Cli::command();
+    let serve = cli.find_subcommand("serve").unwrap();
+    for arg in serve.get_arguments() {
+        let long = arg.get_long().unwrap_or_default();
+        if long == "config" || long == "help" {
+            continue;
+        }
+        let flag = format!("--{long}");
+        let short = arg.get_short().map(|c| format!("-{c}"));
+        assert!(
+            cases
+                .iter()
+                .any(|(_, flags, ..)| flags[0].split('=').next() == Some(&flag)
+                    || Some(flags[0].to_owned()) == short),
+            "{flag} has no override case"
+        );
+    }
+    // A bool flag takes only true or false.
+    use clap::Parser;
+    assert!(
+        crate::cli::Cli::try_parse_from(["protogate", "serve", "--strict-accept=yes"]).is_err()
+    );
+}
+
+#[test]
+fn upstreams_take_lists_refresh_and_health_checks() {
+    let file = FileConfig::parse(
+        r#"
+upstream = ["http://a:1", "http://b:2"]
+protos = ["x.proto"]
+dns_refresh = "250ms"
+health_interval = "2s"
+[services."x.v1.S"]
+upstream = "http://c:3"
+health_check = true
+[services."x.v1.T"]
+upstream = ["http://d:4"]
+"#,
+        Path::new("/etc/pg"),
+    )
+    .unwrap();
+    let r = resolve(args(&[]), file).unwrap();
+    assert_eq!(
+        r.default_upstream,
+        Some(vec!["http://a:1".to_owned(), "http://b:2".to_owned()])
+    );
+    assert_eq!(
+        r.service_upstreams,
+        vec![
+            ("x.v1.S".to_owned(), vec!["http://c:3".to_owned()]),
+            ("x.v1.T".to_owned(), vec!["http://d:4".to_owned()]),
+        ]
+    );
+    assert!(!r.default_health_check);
+    assert_eq!(r.health_checked.iter().collect::<Vec<_>>(), ["x.v1.S"]);
+    assert_eq!(r.upstream_options.dns_refresh, Duration::from_millis(250));
+    assert_eq!(r.upstream_options.health_interval, Duration::from_secs(2));
+    // The top level's health_check is every service's default.
+    let file = FileConfig::parse(
+        "upstream = \"http://a:1\"\nprotos = [\"x.proto\"]\nhealth_check = true\n[services.\"x.v1.S\"]\nupstream = \"http://c:3\"\n",
+        Path::new("/etc/pg"),
+    )
+    .unwrap();
+    let r = resolve(args(&[]), file).unwrap();
+    assert!(r.default_health_check);
+    assert!(r.health_checked.contains("x.v1.S"));
+    for (text, wanted) in [
+        ("upstream = []", "upstream: an empty list"),
+        ("upstream = [\"ftp://a:1\"]", "expected http://HOST:PORT"),
+        (
+            "upstream = \"http://a:1\"\ndns_refresh = \"0\"",
+            "dns_refresh: 0ns is too short; at least 100ms",
+        ),
+    ] {
+        let text = format!("protos = [\"x.proto\"]\n{text}");
+        let e = FileConfig::parse(&text, Path::new("/etc/pg"))
+            .and_then(|file| resolve(args(&[]), file))
+            .unwrap_err();
+        assert!(e.0.contains(wanted), "{text}: {e}");
+    }
+}
+
+#[test]
+fn http_rules_from_the_file() {
+    let file = FileConfig::parse(
+        r#"
+            upstream = "http://127.0.0.1:1"
+            protos = ["a.proto"]
+            unknown_query_parameters = "ignore"
+            [[http_rules]]
+            selector = "x.v1.S.Get"
+            get = "/v1/things/{id}"
+            response_body = "thing"
+            [[http_rules.additional_bindings]]
+            custom = { kind = "SEARCH", path = "/v1/things" }
+            body = "*"
+        "#,
+        Path::new("."),
+    )
+    .unwrap();
+    let r = resolve(args(&[]), file).unwrap();
+    assert_eq!(r.edge.unknown_query, transcode::rest::UnknownQuery::Ignore);
+    let rule = &r.edge.http_rules[0];
+    assert_eq!(
+        (
+            rule.selector.as_str(),
+            rule.method.as_str(),
+            rule.path.as_str()
+        ),
+        ("x.v1.S.Get", "GET", "/v1/things/{id}")
+    );
+    assert_eq!(rule.response_body, "thing");
+    let b = &rule.additional_bindings[0];
+    assert_eq!(
+        (
+            b.selector.as_str(),
+            b.method.as_str(),
+            b.path.as_str(),
+            b.body.as_str()
+        ),
+        ("x.v1.S.Get", "SEARCH", "/v1/things", "*")
+    );
+}
+
+/// A bad value of any key is refused, naming it.
+#[test]
+fn bad_values_are_named() {
+    for (toml, want) in [
+        ("[[http_rules]]\nget = \"/x\"", "needs a selector"),
+        (
+            "[[http_rules]]\nselector = \"a.S.M\"\nget = \"/x\"\npost = \"/y\"",
+            "2 patterns",
+        ),
+        ("[[http_rules]]\nselector = \"a.S.M\"", "0 patterns"),
+        (
+            "unknown_query_parameters = \"drop\"",
+            "unknown_query_parameters",
+        ),
+        (
+            "max_stream_bytes = 0",
+            "max_stream_bytes (0) is below max_body_bytes",
+        ),
+        (
+            "max_inflight_bytes = 1000",
+            "max_inflight_bytes (1000) is below max_body_bytes",
+        ),
+        (
+            "max_concurrent_requests = 0",
+            "max_concurrent_requests is 0",
+        ),
+        (
+            "max_concurrent_requests_per_upstream = 0",
+            "max_concurrent_requests_per_upstream is 0",
+        ),
+        ("max_connections = 0", "max_connections is 0"),
+        ("max_concurrent_streams = 0", "max_concurrent_streams is 0"),
+        ("idle_timeout = \"0s\"", "idle_timeout is 0"),
+        ("idle_timeout = \"soon\"", "idle_timeout"),
+        (
+            "[compression]\nalgorithms = [\"lz4\"]",
+            "\"lz4\" is not one of zstd, br, gzip, deflate",
+        ),
+        (
+            "[compression]\nalgorithms = [\"gzip\", \"GZIP\"]",
+            "listed twice",
+        ),
+        ("[compression]\nalgorithms = []", "algorithms is empty"),
+        (
+            "[compression]\nlevel = \"max\"",
+            "compression.level: \"max\"",
+        ),
+        ("[compression]\nspeed = 1", "speed"),
+        ("upstream_compression = \"snappy\"", "upstream_compression"),
+    ] {
+        let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+        let e = FileConfig::parse(&text, Path::new("."))
+            .and_then(|f| resolve(args(&[]), f))
+            .unwrap_err();
+        assert!(e.0.contains(want), "{toml}: {e}");
+    }
+}
+
+/// The limits of issue 18, from the file.
+#[test]
+fn limits_from_the_file() {
+    let limits = FileConfig::parse(
+        r#"
+            upstream = "http://127.0.0.1:1"
+            protos = ["a.proto"]
+            max_concurrent_requests = 10
+            max_concurrent_requests_per_upstream = 5
+            max_inflight_bytes = 8388608
+            max_concurrent_streams = 100
+            max_connections = 20
+            idle_timeout = "2m"
+            drain_delay = "7s"
+        "#,
+        Path::new("."),
+    )
+    .and_then(|f| resolve(args(&[]), f))
+    .unwrap()
+    .edge;
+    assert_eq!(limits.drain_delay, std::time::Duration::from_secs(7));
+    let bare = FileConfig::parse(
+        "upstream = \"http://127.0.0.1:1\"\nprotos = [\"a.proto\"]",
+        Path::new("."),
+    )
+    .unwrap();
+    assert_eq!(
+        resolve(args(&[]), bare).unwrap().edge.drain_delay,
+        DRAIN_DELAY
+    );
+    assert_eq!(
+        (
+            limits.max_concurrent_requests,
+            limits.max_concurrent_requests_per_upstream,
+            limits.max_inflight_bytes,
+            limits.max_concurrent_streams,
+            limits.max_connections,
+            limits.idle_timeout
+        ),
+        (
+            10,
+            Some(5),
+            8 << 20,
+            100,
+            20,
+            std::time::Duration::from_secs(120)
+        )
+    );
+}
+
+#[test]
+fn compression_settings() {
+    use edge::coding::{Coding, Level};
+    let resolved = |toml: &str| {
+        let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+        resolve(args(&[]), FileConfig::parse(&text, Path::new(".")).unwrap()).unwrap()
+    };
+    // Absent: off, and requests to upstreams go as they are.
+    let r = resolved("");
+    assert!(!r.edge.compression.enabled);
+    assert!(!r.upstream_options.compress_requests);
+    // The section alone turns it on with the defaults.
+    let r = resolved("[compression]");
+    assert!(r.edge.compression.enabled);
+    assert_eq!(r.edge.compression.min_bytes, 1024);
+    assert_eq!(r.edge.compression.algorithms, Coding::ALL);
+    assert_eq!(r.edge.compression.level, Level::Default);
+    assert!(!r.edge.compression.protobuf);
+    let r = resolved(
+        "upstream_compression = \"gzip\"\n[compression]\nenabled = false\nmin_bytes = 10\nalgorithms = [\"gzip\", \"br\"]\nlevel = 3\nprotobuf = true",
+    );
+    assert!(!r.edge.compression.enabled);
+    assert_eq!(r.edge.compression.min_bytes, 10);
+    assert_eq!(r.edge.compression.algorithms, [Coding::Gzip, Coding::Br]);
+    assert_eq!(r.edge.compression.level, Level::Precise(3));
+    assert!(r.edge.compression.protobuf);
+    assert!(r.upstream_options.compress_requests);
+    let r = resolved("[compression]\nlevel = \"fastest\"");
+    assert_eq!(r.edge.compression.level, Level::Fastest);
+}
+
+#[test]
+fn otel_needs_the_feature_and_a_url() {
+    let resolved = |toml: &str| {
+        let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+        FileConfig::parse(&text, Path::new(".")).and_then(|f| resolve(args(&[]), f))
+    };
+    let r = resolved("[otel]\nendpoint = \"http://127.0.0.1:4317\"");
+    if cfg!(feature = "otel") {
+        let otel = r.unwrap().otel.unwrap();
+        assert_eq!(otel.service_name, "protogate");
+        assert_eq!(otel.sample_ratio, 1.0);
+        let e = resolved("[otel]\nendpoint = \"127.0.0.1:4317\"").unwrap_err();
+        assert!(e.0.contains("not an http://"), "{e}");
+        let e = resolved("[otel]\nendpoint = \"http://c:4317\"\nsample_ratio = 2.0").unwrap_err();
+        assert!(e.0.contains("sample_ratio"), "{e}");
+    } else {
+        let e = r.unwrap_err();
+        assert!(e.0.contains("--features otel"), "{e}");
+    }
+    assert!(resolved("").unwrap().otel.is_none());
+}
+
+#[test]
+fn a_schema_from_reflection_needs_no_file() {
+    let resolved = |toml: &str| {
+        let text = format!("upstream = \"http://h:1\"\n{toml}");
+        resolve(args(&[]), FileConfig::parse(&text, Path::new("."))?)
+    };
+    let r = resolved("schema_source = \"reflection\"\nschema_refresh = \"5m\"").unwrap();
+    assert_eq!(
+        r.reflection,
+        Some(Reflection {
+            all: true,
+            services: vec![],
+            refresh: Duration::from_secs(300)
+        })
+    );
+    assert_eq!(r.edge.schema_source, "reflection");
+    let r =
+        resolved("protos = [\"a\"]\n[services.\"p.S\"]\nupstream = \"http://s:1\"\nreflect = true")
+            .unwrap();
+    let reflection = r.reflection.unwrap();
+    assert!(!reflection.all);
+    assert_eq!(reflection.services, ["p.S"]);
+    assert_eq!(r.edge.schema_source, "files+reflection");
+    let e = resolved("protos = [\"a\"]\nschema_refresh = \"5m\"").unwrap_err();
+    assert!(
+        e.0.contains("schema_refresh is for a schema from reflection"),
+        "{e}"
+    );
+    let e = resolved("schema_source = \"reflection\"\nschema_refresh = \"1ms\"").unwrap_err();
+    assert!(
+        e.0.contains("schema_refresh") && e.0.contains("too short"),
+        "{e}"
+    );
+    let e = resolved("schema_source = \"upstream\"").unwrap_err();
+    assert!(e.0.contains("files") && e.0.contains("reflection"), "{e}");
+}
+
+#[test]
+fn bad_configs_are_named() {
+    let e = FileConfig::parse("listen = 1\nbogus = true", Path::new(".")).unwrap_err();
+    assert!(e.0.contains("listen") || e.0.contains("bogus"), "{e}");
+    let e = FileConfig::parse("bogus = true", Path::new(".")).unwrap_err();
+    assert!(e.0.contains("bogus"), "{e}");
+    let e = resolve(args(&["--descriptor-set", "x.pb"]), FileConfig::default()).unwrap_err();
+    assert!(e.0.contains("no upstream"), "{e}");
+    let e = resolve(args(&["--upstream", "http://h:1"]), FileConfig::default()).unwrap_err();
+    assert!(e.0.contains("no schema"), "{e}");
+    let e = resolve(
+        args(&["--upstream", "ftp://h:1", "--proto", "a.proto"]),
+        FileConfig::default(),
+    )
+    .unwrap_err();
+    assert!(e.0.contains("ftp://"), "{e}");
+    let e = resolve(
+        args(&[
+            "--upstream",
+            "http://h:1",
+            "--proto",
+            "a",
+            "--listen",
+            "nowhere",
+        ]),
+        FileConfig::default(),
+    )
+    .unwrap_err();
+    assert!(e.0.contains("--listen"), "{e}");
+    let e = resolve(
+        args(&[
+            "--upstream",
+            "http://h:1",
+            "--proto",
+            "a",
+            "--upstream-timeout",
+            "soon",
+        ]),
+        FileConfig::default(),
+    )
+    .unwrap_err();
+    assert!(e.0.contains("upstream_timeout"), "{e}");
+}
