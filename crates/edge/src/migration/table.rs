@@ -2,6 +2,9 @@
 //! over an indexed min-heap, and the small top-k lists (versions of a client, clients of a
 //! dropped field).
 //!
+//! A row carries what its client did as a type parameter (`C`: the tracker's `Counts`), so
+//! the table knows estimates and names, not what is counted.
+//!
 //! Space-Saving: a client already in the table adds one to its estimate; a new client, when
 //! the table may not grow, takes the row of the client with the smallest estimate, and its
 //! estimate starts at that smallest estimate plus one (the inherited part is its `error`).
@@ -14,11 +17,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::tracker::Counts;
-
 /// One tracked client of one method.
 #[derive(Debug, Clone)]
-pub(super) struct Row {
+pub(super) struct Row<C> {
     pub(super) name: Arc<str>,
     /// Space-Saving's estimate: requests counted in this row plus `error`.
     pub(super) estimate: u64,
@@ -27,7 +28,7 @@ pub(super) struct Row {
     /// Where the row sits in the heap.
     pos: u32,
     /// What this client did since it got the row (exact).
-    pub(super) counts: Counts,
+    pub(super) counts: C,
     pub(super) first_seen: SystemTime,
     pub(super) last_seen: SystemTime,
     pub(super) versions: TopK<5>,
@@ -35,22 +36,22 @@ pub(super) struct Row {
 
 /// A method's client rows: a name index, the rows, and a min-heap of row slots by estimate.
 #[derive(Debug, Default)]
-pub(super) struct Table {
+pub(super) struct Table<C> {
     index: HashMap<Arc<str>, u32>,
-    rows: Vec<Row>,
+    rows: Vec<Row<C>>,
     heap: Vec<u32>,
 }
 
-impl Table {
+impl<C: Default> Table<C> {
     pub(super) fn len(&self) -> usize {
         self.rows.len()
     }
 
-    pub(super) fn rows(&self) -> &[Row] {
+    pub(super) fn rows(&self) -> &[Row<C>] {
         &self.rows
     }
 
-    pub(super) fn row_mut(&mut self, slot: usize) -> &mut Row {
+    pub(super) fn row_mut(&mut self, slot: usize) -> &mut Row<C> {
         &mut self.rows[slot]
     }
 
@@ -77,7 +78,11 @@ impl Table {
 
     /// Space-Saving's replacement: the row with the smallest estimate goes to `name`, whose
     /// estimate becomes that estimate plus one. Returns the slot and the row replaced.
-    pub(super) fn replace_min(&mut self, name: Arc<str>, now: SystemTime) -> Option<(usize, Row)> {
+    pub(super) fn replace_min(
+        &mut self,
+        name: Arc<str>,
+        now: SystemTime,
+    ) -> Option<(usize, Row<C>)> {
         let slot = *self.heap.first()? as usize;
         let min = self.rows[slot].estimate;
         let row = Row::new(Arc::clone(&name), min + 1, min, 0, now);
@@ -90,7 +95,7 @@ impl Table {
 
     /// Removes and returns the row with the smallest estimate (its place goes to another
     /// method).
-    pub(super) fn pop_min(&mut self) -> Option<Row> {
+    pub(super) fn pop_min(&mut self) -> Option<Row<C>> {
         let slot = *self.heap.first()? as usize;
         let last = self.heap.len() - 1;
         self.swap(0, last);
@@ -166,14 +171,14 @@ impl Table {
     }
 }
 
-impl Row {
-    fn new(name: Arc<str>, estimate: u64, error: u64, pos: u32, now: SystemTime) -> Row {
+impl<C: Default> Row<C> {
+    fn new(name: Arc<str>, estimate: u64, error: u64, pos: u32, now: SystemTime) -> Row<C> {
         Row {
             name,
             estimate,
             error,
             pos,
-            counts: Counts::default(),
+            counts: C::default(),
             first_seen: now,
             last_seen: now,
             versions: TopK::default(),
@@ -223,7 +228,7 @@ mod tests {
     #[test]
     fn the_heap_stays_a_heap() {
         let now = SystemTime::UNIX_EPOCH;
-        let mut t = Table::default();
+        let mut t = Table::<()>::default();
         for i in 0..50 {
             t.push(name(i), now);
             for _ in 0..(i * 7 % 13) {
@@ -250,7 +255,7 @@ mod tests {
     #[test]
     fn heavy_clients_survive_a_flood_of_new_ones() {
         let now = SystemTime::UNIX_EPOCH;
-        let mut t = Table::default();
+        let mut t = Table::<()>::default();
         for i in 0..10 {
             t.push(name(i), now);
         }

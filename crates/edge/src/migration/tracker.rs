@@ -387,7 +387,7 @@ struct MethodSlot {
 #[derive(Default)]
 pub(super) struct MethodState {
     pub(super) totals: Counts,
-    pub(super) table: Table,
+    pub(super) table: Table<Counts>,
     /// What no row holds: clients that never had one and rows that were given up.
     pub(super) other: Counts,
     /// Rows given up (to another client or method).
