@@ -15,7 +15,7 @@ use crate::cli::LogFormat;
 ///
 /// ```toml
 /// listen = "127.0.0.1:8080"
-/// admin_listen = "127.0.0.1:9090"             # /healthz, /readyz, /metrics here instead
+/// admin_listen = "127.0.0.1:9090"            # the admin endpoints here instead (--admin-listen)
 /// upstream = "http://127.0.0.1:50051"        # default for every service; or a list of URLs
 /// dns_refresh = "5s"                         # upstream host names resolved again this often
 /// health_check = false                       # grpc.health.v1 checks of every upstream
@@ -23,13 +23,16 @@ use crate::cli::LogFormat;
 /// descriptor_sets = ["api.pb"]               # or:
 /// protos = ["shop/v1/shop.proto"]
 /// includes = ["proto"]
+/// schema_source = "files"                    # or "reflection": the upstreams' server
+///                                            #   reflection, asked again every schema_refresh
+///                                            #   (default "60s")
 /// max_body_bytes = 4194304
 /// max_response_bytes = 67108864
 /// upstream_timeout = "30s"
 /// strict_accept = false
 /// log_format = "text"                        # or "json"
 /// downgrade_log_interval = "60s"
-/// downgrade_log_max_lines = 100                # in all, per interval
+/// downgrade_log_max_lines = 100              # in all, per interval
 /// header_read_timeout = "10s"
 /// body_read_timeout = "30s"
 /// max_header_bytes = 16384
@@ -42,6 +45,15 @@ use crate::cli::LogFormat;
 /// idle_timeout = "90s"                       # no request in flight: closed (h2: GOAWAY)
 /// drain_delay = "5s"                         # after SIGTERM: /readyz 503, still serving
 /// access_log = false                         # one INFO line per request
+/// upstream_compression = "none"              # "gzip": requests to upstreams compressed
+/// client_id_header = "x-app-name"            # names clients after x-client-id
+/// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
+/// unknown_query_parameters = "reject"        # or "ignore"
+///
+/// ca = "tls/upstream-ca.pem"                 # https:// upstreams: their CA (default: the
+/// client_cert = "tls/gateway.pem"            #   system's roots), the gateway's client
+/// client_key = "tls/gateway.key"             #   certificate (mTLS), and the name their
+/// server_name = "shop.internal"              #   certificate must carry (default: the host)
 ///
 /// [cors]                                     # absent: no CORS headers
 /// allow_origins = ["https://app.example.com", "https://*.example.com"]
@@ -56,9 +68,6 @@ use crate::cli::LogFormat;
 /// algorithms = ["zstd", "br", "gzip", "deflate"]   # offered, best first
 /// level = "default"                          # "fastest", "best", or a number
 /// protobuf = false                           # compress protobuf answers too
-/// upstream_compression = "none"              # "gzip": requests to upstreams compressed
-///
-/// client_id_header = "x-app-name"            # names clients after x-client-id
 ///
 /// [migration]
 /// max_clients = 1000                         # (method, client) rows in the migration report
@@ -75,8 +84,6 @@ use crate::cli::LogFormat;
 /// endpoint = "http://127.0.0.1:4317"         # an OTLP/gRPC collector
 /// service_name = "protogate"
 /// sample_ratio = 1.0                         # of new traces; a client's sampled flag is followed
-/// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
-/// unknown_query_parameters = "reject"        # or "ignore"
 ///
 /// [tls]                                      # TLS on the listener (or --tls-cert/--tls-key)
 /// cert = "tls/server.pem"                    # PEM chain, re-read when it changes
@@ -84,14 +91,10 @@ use crate::cli::LogFormat;
 /// client_ca = "tls/clients-ca.pem"           # ask clients for certificates from this CA
 /// client_auth = "required"                   # or "optional"
 ///
-/// ca = "tls/upstream-ca.pem"                 # https:// upstreams: their CA (default: the
-/// client_cert = "tls/gateway.pem"            #   system's roots), the gateway's client
-/// client_key = "tls/gateway.key"             #   certificate (mTLS), and the name their
-/// server_name = "shop.internal"              #   certificate must carry (default: the host)
-///
 /// [services."demo.shop.v1.Shop"]
 /// upstream = ["https://shop-a.internal:8443", "https://shop-b.internal:8443"]
 /// health_check = true                        # Health/Check for "demo.shop.v1.Shop"
+/// reflect = false                            # true: its schema from its server reflection
 ///                                            # ca, client_cert, client_key, server_name
 /// ca = "tls/shop-ca.pem"                     #   here override the top level's
 ///
@@ -107,7 +110,8 @@ use crate::cli::LogFormat;
 /// post = "/v1/orders/{id}:get"
 /// body = "*"
 /// ```
-/// Relative paths are relative to the file's directory.
+/// Relative paths are relative to the file's directory. The sample is parsed by a test
+/// (`raw::tests::the_sample_parses`): a key under the wrong table fails it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
@@ -407,5 +411,54 @@ mod tests {
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert!(parse_duration("2 days").is_err());
         assert!(parse_duration("-1s").is_err());
+    }
+
+    /// The TOML sample in `FileConfig`'s documentation, as a file's text.
+    fn sample() -> String {
+        include_str!("raw.rs")
+            .lines()
+            .skip_while(|l| l.trim() != "/// ```toml")
+            .skip(1)
+            .take_while(|l| l.trim() != "/// ```")
+            .map(|l| {
+                let l = l.trim_start().strip_prefix("///").unwrap();
+                format!("{}\n", l.strip_prefix(' ').unwrap_or(l))
+            })
+            .collect()
+    }
+
+    /// Every key of the sample is under the table it belongs to (any other table refuses it),
+    /// and the sample is a configuration `serve` takes.
+    #[test]
+    fn the_sample_parses() {
+        let text = sample();
+        assert!(
+            text.starts_with("listen = ") && text.ends_with("body = \"*\"\n"),
+            "the sample is not where it was: {text}"
+        );
+        let mut file = FileConfig::parse(&text, Path::new("/etc/pg"))
+            .unwrap_or_else(|e| panic!("the sample: {e}\n{text}"));
+        // The top level's keys, wherever they are written.
+        assert_eq!(file.worker_threads, Some(0));
+        assert_eq!(file.upstream_compression, Some(UpstreamCompression::None));
+        assert_eq!(file.client_id_header.as_deref(), Some("x-app-name"));
+        assert!(matches!(
+            file.unknown_query_parameters,
+            Some(UnknownQueryConfig::Reject)
+        ));
+        assert_eq!(file.ca, Some(PathBuf::from("/etc/pg/tls/upstream-ca.pem")));
+        assert_eq!(file.server_name.as_deref(), Some("shop.internal"));
+        assert_eq!(
+            file.services["demo.shop.v1.Shop"].ca,
+            Some(PathBuf::from("/etc/pg/tls/shop-ca.pem"))
+        );
+        // Resolving opens no file; `[otel]` needs the feature.
+        if !cfg!(feature = "otel") {
+            file.otel = None;
+        }
+        let resolved = crate::config::resolve(crate::cli::ServeArgs::default(), file)
+            .unwrap_or_else(|e| panic!("the sample: {e}"));
+        assert_eq!(resolved.edge.http_rules.len(), 1);
+        assert_eq!(resolved.edge.json_sunset.len(), 1);
     }
 }
