@@ -57,6 +57,20 @@ pub struct ShedLabels {
     pub reason: &'static str,
 }
 
+/// `protogate_upstream_requests_total`'s labels: the upstream as configured.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamLabels {
+    pub upstream: MethodName,
+}
+
+/// `protogate_upstream_endpoints`'s labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointLabels {
+    pub upstream: MethodName,
+    /// `healthy` or `ejected`.
+    pub state: &'static str,
+}
+
 type HistogramFamily = Family<MethodLabels, Histogram, fn() -> Histogram>;
 
 /// A method's series of `protogate_request_duration_seconds`,
@@ -295,8 +309,8 @@ impl Metrics {
     pub(crate) fn register_upstreams(
         &mut self,
         (endpoints, calls): (
-            Family<crate::upstream::EndpointLabels, Gauge>,
-            Family<crate::upstream::UpstreamLabels, Counter>,
+            Family<EndpointLabels, Gauge>,
+            Family<UpstreamLabels, Counter>,
         ),
     ) {
         self.registry.register(

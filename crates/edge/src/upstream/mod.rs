@@ -22,6 +22,7 @@ pub use reflection::{Reflected, ReflectedFile, ReflectionQuery};
 pub use resolve::{Resolution, Resolve, SystemResolver};
 
 use crate::error::SetupError;
+use crate::metrics::{EndpointLabels, MethodName, UpstreamLabels};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +30,6 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes};
 use http::HeaderMap;
 use http::uri::PathAndQuery;
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -153,20 +153,6 @@ impl UpstreamSpec {
             health_check: false,
         }
     }
-}
-
-/// `protogate_upstream_requests_total`'s labels: the upstream as configured.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct UpstreamLabels {
-    pub upstream: crate::metrics::MethodName,
-}
-
-/// `protogate_upstream_endpoints`'s labels.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EndpointLabels {
-    pub upstream: crate::metrics::MethodName,
-    /// `healthy` or `ejected`.
-    pub state: &'static str,
 }
 
 /// A successful upstream answer: the protobuf body and the metadata (headers and trailers).
@@ -352,7 +338,7 @@ impl Upstreams {
                 continue;
             }
             let name = pool::name(&targets);
-            let label = crate::metrics::MethodName(name);
+            let label = MethodName(name);
             let gauge = |state| {
                 endpoint_gauges
                     .get_or_create(&EndpointLabels {
