@@ -58,7 +58,8 @@ pub struct ServeArgs {
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// Serve /healthz, /readyz and /metrics on this address instead of the main one.
+    /// Serve the admin endpoints (/healthz, /readyz, /metrics, /admin/migration,
+    /// /admin/migration.json and /admin/schema) on this address instead of the main one.
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<String>,
     /// Default upstream for every service, e.g. http://127.0.0.1:50051 (gRPC over h2c).

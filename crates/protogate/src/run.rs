@@ -73,7 +73,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let mut admins = Vec::new();
         for listener in admin_listeners {
             let addr = listener.local_addr()?;
-            tracing::info!(%addr, "admin endpoints (/healthz, /readyz, /metrics) on http://{addr}");
+            tracing::info!(%addr, "admin endpoints (/healthz, /readyz, /metrics, /admin/migration[.json], /admin/schema) on http://{addr}");
             let mut stop = admin_stop.clone();
             admins.push(tokio::spawn(edge::serve_admin(listener, live.clone(), async move {
                 let _ = stop.wait_for(|done| *done).await;
