@@ -1,6 +1,9 @@
-//! The command line, per ../shared/contract.md.
+//! The command line, per ../shared/contract.md, and the readers of its values that are more
+//! than a number or a name (`report`'s `--admin-url` and `--timeout`): `report` uses this
+//! module, never the other way round.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -148,8 +151,8 @@ pub struct ConvertArgs {
 pub struct ReportArgs {
     /// The gateway's admin listener (its main one when it has none), e.g.
     /// http://127.0.0.1:9090; plain http:// only.
-    #[arg(long, value_name = "URL", value_parser = crate::report::parse_admin_url)]
-    pub admin_url: crate::report::AdminUrl,
+    #[arg(long, value_name = "URL", value_parser = parse_admin_url)]
+    pub admin_url: AdminUrl,
     /// Only the methods this glob matches (`*` any run of characters), e.g.
     /// 'demo.shop.v1.Shop.*'.
     #[arg(long, value_name = "GLOB")]
@@ -158,14 +161,85 @@ pub struct ReportArgs {
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "table")]
     pub format: ReportFormat,
     /// Give up when resolving, connecting and the whole request take longer, e.g. 2s.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::report::parse_timeout)]
-    pub timeout: std::time::Duration,
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
+    pub timeout: Duration,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReportFormat {
     Table,
     Json,
+}
+
+/// The path the gateway serves the document on.
+const DOCUMENT_PATH: &str = "/admin/migration.json";
+
+/// `--admin-url`, checked: where to connect and what to ask for.
+#[derive(Debug, Clone)]
+pub struct AdminUrl {
+    /// The host as written, for `Host` (`127.0.0.1:9090`, `[::1]:9090`).
+    pub authority: String,
+    /// The host to resolve, without brackets.
+    pub host: String,
+    pub port: u16,
+    /// The path to the document: `/admin/migration.json` under the URL's path.
+    pub path: String,
+}
+
+/// Reads `--admin-url`: `http://HOST[:PORT][/PREFIX]` (a URL ending in `/admin/migration` or
+/// `/admin/migration.json` is taken as the document's).
+pub fn parse_admin_url(text: &str) -> Result<AdminUrl, String> {
+    let uri: hyper::Uri = text
+        .parse()
+        .map_err(|e| format!("not a URL ({e}); expected http://HOST[:PORT]"))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") => {
+            return Err(
+                "https is not supported: protogate report speaks plain http:// \
+                        (as the gateway's admin listener does)"
+                    .into(),
+            );
+        }
+        _ => return Err("expected http://HOST[:PORT]".into()),
+    }
+    let authority = uri
+        .authority()
+        .ok_or("expected http://HOST[:PORT]")?
+        .as_str();
+    if authority.contains('@') {
+        return Err("a user name or password in the URL is not supported".into());
+    }
+    if uri.query().is_some() {
+        return Err("no query in the URL: --method GLOB asks for methods".into());
+    }
+    let parsed = uri.authority().ok_or("expected http://HOST[:PORT]")?;
+    let host = parsed.host().trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err("no host: expected http://HOST[:PORT]".into());
+    }
+    let base = uri.path().trim_end_matches('/');
+    let path = if base.ends_with(DOCUMENT_PATH) {
+        base.to_string()
+    } else if base.ends_with("/admin/migration") {
+        format!("{base}.json")
+    } else {
+        format!("{base}{DOCUMENT_PATH}")
+    };
+    Ok(AdminUrl {
+        authority: authority.to_string(),
+        host: host.to_string(),
+        port: parsed.port_u16().unwrap_or(80),
+        path,
+    })
+}
+
+/// Reads `--timeout` (`500ms`, `2s`, …; more than zero).
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match crate::config::parse_duration(text)? {
+        d if d.is_zero() => Err("must be more than 0".into()),
+        d => Ok(d),
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
@@ -189,5 +263,53 @@ impl From<FormatArg> for transcode::Format {
             FormatArg::Msgpack => transcode::Format::Msgpack,
             FormatArg::Protobuf => transcode::Format::Protobuf,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admin_urls() {
+        let u = parse_admin_url("http://127.0.0.1:9090").unwrap();
+        assert_eq!(
+            (
+                u.authority.as_str(),
+                u.host.as_str(),
+                u.port,
+                u.path.as_str()
+            ),
+            ("127.0.0.1:9090", "127.0.0.1", 9090, "/admin/migration.json")
+        );
+        let u = parse_admin_url("http://[::1]:9090/").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.path.as_str()),
+            ("::1", "/admin/migration.json")
+        );
+        let u = parse_admin_url("http://gw.example/edge/").unwrap();
+        assert_eq!(
+            (u.port, u.path.as_str()),
+            (80, "/edge/admin/migration.json")
+        );
+        let u = parse_admin_url("http://gw.example/admin/migration").unwrap();
+        assert_eq!(u.path, "/admin/migration.json");
+        let u = parse_admin_url("http://gw.example/admin/migration.json").unwrap();
+        assert_eq!(u.path, "/admin/migration.json");
+        assert!(
+            parse_admin_url("https://gw.example")
+                .unwrap_err()
+                .contains("https")
+        );
+        assert!(parse_admin_url("gw.example:9090").is_err());
+        assert!(parse_admin_url("http://u:p@gw.example").is_err());
+        assert!(parse_admin_url("http://gw.example/?method=x").is_err());
+        assert!(parse_admin_url("not a url").is_err());
+    }
+
+    #[test]
+    fn timeouts() {
+        assert!(parse_timeout("0").is_err());
+        assert_eq!(parse_timeout("500ms"), Ok(Duration::from_millis(500)));
     }
 }

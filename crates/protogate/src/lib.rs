@@ -3,7 +3,7 @@
 //! here; `edge` and `transcode` get plain values.
 //!
 //! # Layout
-//! - `cli`: the command line (clap).
+//! - `cli`: the command line (clap), and the values of `report`'s flags.
 //! - [`config`]: the TOML file as written ([`config::raw`]) and its resolution with the flags
 //!   into the edge's settings ([`config::resolve`](mod@config::resolve)).
 //! - `listen`: `--listen` addresses (IPs, host names, `:PORT`) and binding them.

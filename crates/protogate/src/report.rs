@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use anyhow::{Context as _, anyhow, bail};
 use bytes::Bytes;
@@ -25,84 +25,13 @@ use hyper::{Request, StatusCode, header};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cli::{ReportArgs, ReportFormat};
+use crate::cli::{AdminUrl, ReportArgs, ReportFormat};
 
 /// The largest document read (a gateway's full report is a few MiB at most).
 const MAX_BODY_BYTES: usize = 64 << 20;
 
 /// JSON clients listed per method (`--format json` has them all).
 const TOP_CLIENTS: usize = 10;
-
-/// The path the gateway serves the document on.
-const DOCUMENT_PATH: &str = "/admin/migration.json";
-
-/// `--admin-url`, checked: where to connect and what to ask for.
-#[derive(Debug, Clone)]
-pub struct AdminUrl {
-    /// The host as written, for `Host` (`127.0.0.1:9090`, `[::1]:9090`).
-    authority: String,
-    /// The host to resolve, without brackets.
-    host: String,
-    port: u16,
-    /// The path to the document: `/admin/migration.json` under the URL's path.
-    path: String,
-}
-
-/// Reads `--admin-url`: `http://HOST[:PORT][/PREFIX]` (a URL ending in `/admin/migration` or
-/// `/admin/migration.json` is taken as the document's).
-pub fn parse_admin_url(text: &str) -> Result<AdminUrl, String> {
-    let uri: hyper::Uri = text
-        .parse()
-        .map_err(|e| format!("not a URL ({e}); expected http://HOST[:PORT]"))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(
-                "https is not supported: protogate report speaks plain http:// \
-                        (as the gateway's admin listener does)"
-                    .into(),
-            );
-        }
-        _ => return Err("expected http://HOST[:PORT]".into()),
-    }
-    let authority = uri
-        .authority()
-        .ok_or("expected http://HOST[:PORT]")?
-        .as_str();
-    if authority.contains('@') {
-        return Err("a user name or password in the URL is not supported".into());
-    }
-    if uri.query().is_some() {
-        return Err("no query in the URL: --method GLOB asks for methods".into());
-    }
-    let parsed = uri.authority().ok_or("expected http://HOST[:PORT]")?;
-    let host = parsed.host().trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() {
-        return Err("no host: expected http://HOST[:PORT]".into());
-    }
-    let base = uri.path().trim_end_matches('/');
-    let path = if base.ends_with(DOCUMENT_PATH) {
-        base.to_string()
-    } else if base.ends_with("/admin/migration") {
-        format!("{base}.json")
-    } else {
-        format!("{base}{DOCUMENT_PATH}")
-    };
-    Ok(AdminUrl {
-        authority: authority.to_string(),
-        host: host.to_string(),
-        port: parsed.port_u16().unwrap_or(80),
-        path,
-    })
-}
-
-/// Reads `--timeout` (`500ms`, `2s`, …; more than zero).
-pub fn parse_timeout(text: &str) -> Result<Duration, String> {
-    match crate::config::parse_duration(text)? {
-        d if d.is_zero() => Err("must be more than 0".into()),
-        d => Ok(d),
-    }
-}
 
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let glob = args.method.as_deref().filter(|g| !g.is_empty());
@@ -916,43 +845,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn admin_urls() {
-        let u = parse_admin_url("http://127.0.0.1:9090").unwrap();
-        assert_eq!(
-            (
-                u.authority.as_str(),
-                u.host.as_str(),
-                u.port,
-                u.path.as_str()
-            ),
-            ("127.0.0.1:9090", "127.0.0.1", 9090, "/admin/migration.json")
-        );
-        let u = parse_admin_url("http://[::1]:9090/").unwrap();
-        assert_eq!(
-            (u.host.as_str(), u.path.as_str()),
-            ("::1", "/admin/migration.json")
-        );
-        let u = parse_admin_url("http://gw.example/edge/").unwrap();
-        assert_eq!(
-            (u.port, u.path.as_str()),
-            (80, "/edge/admin/migration.json")
-        );
-        let u = parse_admin_url("http://gw.example/admin/migration").unwrap();
-        assert_eq!(u.path, "/admin/migration.json");
-        let u = parse_admin_url("http://gw.example/admin/migration.json").unwrap();
-        assert_eq!(u.path, "/admin/migration.json");
-        assert!(
-            parse_admin_url("https://gw.example")
-                .unwrap_err()
-                .contains("https")
-        );
-        assert!(parse_admin_url("gw.example:9090").is_err());
-        assert!(parse_admin_url("http://u:p@gw.example").is_err());
-        assert!(parse_admin_url("http://gw.example/?method=x").is_err());
-        assert!(parse_admin_url("not a url").is_err());
-    }
-
-    #[test]
     fn helpers() {
         assert_eq!(query_encode("demo.shop.v1.Shop.*"), "demo.shop.v1.Shop.*");
         assert_eq!(query_encode("a/b c+d&e=é"), "a%2Fb%20c%2Bd%26e%3D%C3%A9");
@@ -966,8 +858,6 @@ mod tests {
         assert_eq!(detail(br#"{"code":5,"message":"no route"}"#), ": no route");
         assert_eq!(detail(b"<html>404</html>"), "");
         assert_eq!(detail(b"\nnot here\nat all"), ": not here");
-        assert!(parse_timeout("0").is_err());
-        assert_eq!(parse_timeout("500ms"), Ok(Duration::from_millis(500)));
     }
 
     #[test]
