@@ -28,6 +28,14 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in the order a rendering's are counted and logged.
+    pub const ALL: [Reason; 4] = [
+        Reason::JsonRequested,
+        Reason::AcceptFallback,
+        Reason::UnknownFields,
+        Reason::JsonDeprecated,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::JsonRequested => "json_requested",
@@ -38,9 +46,10 @@ impl Reason {
     }
 }
 
-/// Who asked: the User-Agent and, when sent, `x-client-id` (else the verified identity of the
-/// client's certificate). Shared strings: the limiter's
-/// key and a stream's state take a reference, not a copy.
+/// Who asked, as the logs name it: the User-Agent and the name the client declared
+/// (`x-client-id`, the configured `client_id_header` or its certificate's verified identity:
+/// [`crate::migration::ClientId::declared`], decided once per request by the edge's account).
+/// Shared strings: the limiter's key and a stream's state take a reference, not a copy.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Client {
     pub user_agent: Arc<str>,

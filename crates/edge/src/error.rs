@@ -107,6 +107,10 @@ pub enum EdgeError {
     UnsupportedMediaType(String),
     NotAcceptable(String),
     UnknownMethod(String),
+    /// A path the gateway does not serve, on a listener without routes (the admin listener).
+    NotFound(String),
+    /// A CORS preflight from an origin `[cors]` does not allow.
+    OriginNotAllowed(String),
     /// A request that does not map onto the method (a bad query parameter or path variable,
     /// a malformed message in a request stream...): the message names what.
     BadRequest(String),
@@ -159,7 +163,8 @@ pub struct UpstreamError {
     pub message: String,
     /// Its `grpc-status-details-bin`: an encoded google.rpc.Status.
     pub details: Option<bytes::Bytes>,
-    /// Its headers and trailers, as the `grpc-metadata-*` headers to answer with.
+    /// Its headers and trailers as it sent them (the client protocol maps them to the
+    /// answer's headers).
     pub metadata: http::HeaderMap,
 }
 
@@ -173,7 +178,8 @@ impl EdgeError {
             }
             UnsupportedMediaType(_) => (Code::InvalidArgument, StatusCode::UNSUPPORTED_MEDIA_TYPE),
             NotAcceptable(_) => (Code::InvalidArgument, StatusCode::NOT_ACCEPTABLE),
-            UnknownMethod(_) => (Code::NotFound, StatusCode::NOT_FOUND),
+            UnknownMethod(_) | NotFound(_) => (Code::NotFound, StatusCode::NOT_FOUND),
+            OriginNotAllowed(_) => (Code::PermissionDenied, StatusCode::FORBIDDEN),
             MethodNotAllowed { .. } => (Code::Unimplemented, StatusCode::METHOD_NOT_ALLOWED),
             NotImplemented(_) => (Code::Unimplemented, StatusCode::NOT_IMPLEMENTED),
             PayloadTooLarge { .. } => (Code::ResourceExhausted, StatusCode::PAYLOAD_TOO_LARGE),
@@ -219,7 +225,9 @@ impl fmt::Display for EdgeError {
             | Unavailable(m)
             | BadUpstreamAnswer(m)
             | Internal(m)
+            | NotFound(m)
             | JsonRefused { message: m, .. } => f.write_str(m),
+            OriginNotAllowed(origin) => write!(f, "CORS: the origin {origin} is not allowed"),
             UnknownMethod(what) => write!(f, "no method or HTTP rule for {what}"),
             MethodNotAllowed { what, allow } => write!(f, "{what} accepts {allow} only"),
             HeadTooLarge { limit } => {

@@ -8,6 +8,7 @@
 //! - [`service`]: the request path: route → negotiate → decode_request → call_upstream →
 //!   encode_response → record, one module per step (ARCHITECTURE.md has the map).
 //! - [`negotiate`]: Content-Type and Accept.
+//! - [`protocol`]: what differs between client protocols (REST/HTTP today).
 //! - `headers`: deadline, metadata and status headers.
 //! - `media_type`: RFC 9110 media types.
 //! - [`upstream`]: a pool of endpoints per upstream (resolved, balanced, health-checked);
@@ -33,6 +34,7 @@ mod media_type;
 pub mod metrics;
 pub mod migration;
 pub mod negotiate;
+pub mod protocol;
 pub mod server;
 pub mod service;
 pub mod trace;

@@ -875,7 +875,8 @@ fn the_access_log_has_a_line_per_request() {
     assert_eq!(f["request_id"], "req-7", "{line}");
     assert_eq!(f["user_agent"], "okhttp/4.12.0", "{line}");
     assert_eq!(f["client_id"], "mobile-app", "{line}");
-    assert_eq!(f["downgrade"], "json_requested", "{line}");
+    // The request's downgrades: JSON asked for, and the demo's unknown fields dropped.
+    assert_eq!(f["downgrade"], "json_requested,unknown_fields", "{line}");
     assert_eq!(v["span"]["peer"], peer.as_str(), "{line}");
     assert!(!line.contains("s3cr3t"), "{line}");
     assert!(

@@ -28,6 +28,22 @@ pub const UNKNOWN: &str = "-";
 pub struct ClientId<'a> {
     name: Cow<'a, str>,
     version: Option<Cow<'a, str>>,
+    source: Source,
+}
+
+/// Where a client's name came from, in the order [`ClientId::from_request`] looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// `x-client-id`.
+    ClientIdHeader,
+    /// The configured `client_id_header`.
+    ConfiguredHeader,
+    /// The verified identity of the client's TLS certificate.
+    Certificate,
+    /// The User-Agent's first product token.
+    UserAgent,
+    /// Nothing named the client: `-`.
+    Unknown,
 }
 
 impl<'a> ClientId<'a> {
@@ -40,15 +56,25 @@ impl<'a> ClientId<'a> {
     ) -> ClientId<'a> {
         let header = |name: &HeaderName| headers.get(name).and_then(|v| clean(v.as_bytes()));
         let named = header(&X_CLIENT_ID)
-            .or_else(|| client_id_header.and_then(header))
-            .or_else(|| mtls_identity.and_then(|s| clean(s.as_bytes())));
+            .map(|name| (name, Source::ClientIdHeader))
+            .or_else(|| {
+                client_id_header
+                    .and_then(header)
+                    .map(|name| (name, Source::ConfiguredHeader))
+            })
+            .or_else(|| {
+                mtls_identity
+                    .and_then(|s| clean(s.as_bytes()))
+                    .map(|name| (name, Source::Certificate))
+            });
         let user_agent = headers.get(USER_AGENT).map(|v| v.as_bytes());
         match named {
-            Some(name) => ClientId {
+            Some((name, source)) => ClientId {
                 name,
                 version: user_agent
                     .and_then(|ua| product(ua))
                     .map(|(token, _, _)| Cow::Borrowed(token)),
+                source,
             },
             None => ClientId::from_user_agent_bytes(user_agent),
         }
@@ -64,19 +90,43 @@ impl<'a> ClientId<'a> {
             Some((_, name, version)) => ClientId {
                 name: Cow::Borrowed(name),
                 version: version.map(Cow::Borrowed),
+                source: Source::UserAgent,
             },
             None => ClientId {
                 name: Cow::Borrowed(UNKNOWN),
                 version: None,
+                source: Source::Unknown,
             },
         }
     }
 
-    /// A client by name (cleaned as header values are; an empty name is `-`).
+    /// A client by name (cleaned as header values are; an empty name is `-`), as if it had
+    /// named itself by `x-client-id`.
     pub fn new(name: &'a str, version: Option<&'a str>) -> ClientId<'a> {
+        let name = clean(name.as_bytes());
         ClientId {
-            name: clean(name.as_bytes()).unwrap_or(Cow::Borrowed(UNKNOWN)),
+            source: match name {
+                Some(_) => Source::ClientIdHeader,
+                None => Source::Unknown,
+            },
+            name: name.unwrap_or(Cow::Borrowed(UNKNOWN)),
             version: version.and_then(|v| clean(v.as_bytes())),
+        }
+    }
+
+    /// Where the name came from.
+    pub fn source(&self) -> Source {
+        self.source
+    }
+
+    /// The name, when the client gave one (a header or its certificate) rather than only a
+    /// User-Agent.
+    pub fn declared(&self) -> Option<&str> {
+        match self.source {
+            Source::ClientIdHeader | Source::ConfiguredHeader | Source::Certificate => {
+                Some(&self.name)
+            }
+            Source::UserAgent | Source::Unknown => None,
         }
     }
 
@@ -93,6 +143,7 @@ impl<'a> ClientId<'a> {
         ClientId {
             name: Cow::Owned(self.name.into_owned()),
             version: self.version.map(|v| Cow::Owned(v.into_owned())),
+            source: self.source,
         }
     }
 }

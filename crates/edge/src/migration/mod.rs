@@ -81,7 +81,7 @@ mod sunset;
 mod table;
 mod tracker;
 
-pub use client::{ClientId, MAX_NAME_BYTES, UNKNOWN, X_CLIENT_ID};
+pub use client::{ClientId, MAX_NAME_BYTES, Source, UNKNOWN, X_CLIENT_ID};
 pub use dates::{
     Brownout, ParseError, http_date, parse_brownout, parse_duration, parse_time, rfc3339,
 };

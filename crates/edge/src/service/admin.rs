@@ -37,10 +37,12 @@ pub(super) fn own_paths(config: &EdgeConfig) -> impl Iterator<Item = &'static st
 impl Edge {
     /// Answers one of the gateway's own endpoints on the main listener, or `None` for a path
     /// that is not one of them.
-    pub(super) async fn own_endpoint<B>(&self, req: &Request<B>) -> Option<Response<ResponseBody>> {
-        let path = req.uri().path();
-        if path == OPENAPI_PATH {
-            return Some(only_get(req).unwrap_or_else(|| {
+    pub(super) async fn own_endpoint(
+        &self,
+        head: &http::request::Parts,
+    ) -> Option<Result<Response<ResponseBody>, EdgeError>> {
+        if head.uri.path() == OPENAPI_PATH {
+            return Some(only_get(head).map(|()| {
                 plain(
                     StatusCode::OK,
                     transcode::media::JSON[0],
@@ -51,36 +53,35 @@ impl Edge {
         if self.config.admin_listener {
             return None;
         }
-        self.admin_endpoint(req).await
+        self.admin_endpoint(head).await
     }
 
-    /// Serves one request on the admin listener: an admin endpoint, else 404.
-    pub async fn handle_admin<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody> {
-        match self.admin_endpoint(&req).await {
-            Some(mut response) => {
-                self.compress(req.headers(), &mut response);
-                response
-            }
-            None => plain(
-                StatusCode::NOT_FOUND,
-                "text/plain; charset=utf-8",
-                Bytes::from(format!(
-                    "not found: the admin listener serves {}\n",
-                    ADMIN_PATHS.join(", ")
-                )),
-            ),
+    /// The admin listener's one step: an admin endpoint, else 404.
+    pub(super) async fn admin_only(
+        &self,
+        head: &http::request::Parts,
+    ) -> Result<Response<ResponseBody>, EdgeError> {
+        match self.admin_endpoint(head).await {
+            Some(answer) => answer,
+            None => Err(EdgeError::NotFound(format!(
+                "the admin listener serves {} only",
+                ADMIN_PATHS.join(", ")
+            ))),
         }
     }
 
-    async fn admin_endpoint<B>(&self, req: &Request<B>) -> Option<Response<ResponseBody>> {
-        let path = req.uri().path();
+    async fn admin_endpoint(
+        &self,
+        head: &http::request::Parts,
+    ) -> Option<Result<Response<ResponseBody>, EdgeError>> {
+        let path = head.uri.path();
         if !ADMIN_PATHS.contains(&path) {
             return None;
         }
-        if let Some(refused) = only_get(req) {
-            return Some(refused);
+        if let Err(refused) = only_get(head) {
+            return Some(Err(refused));
         }
-        Some(match path {
+        Some(Ok(match path {
             "/healthz" => plain(
                 StatusCode::OK,
                 "text/plain; charset=utf-8",
@@ -93,7 +94,7 @@ impl Edge {
                 Bytes::from(self.schema_document().to_string()),
             ),
             MIGRATION_PAGE | MIGRATION_JSON => {
-                let glob = method_glob(req.uri().query());
+                let glob = method_glob(head.uri.query());
                 let report = self.migration.report(
                     &self.sunset,
                     glob.as_deref(),
@@ -126,7 +127,7 @@ impl Edge {
                 crate::metrics::CONTENT_TYPE,
                 Bytes::from(self.metrics.render()),
             ),
-        })
+        }))
     }
 
     /// `/admin/schema`: the digest, each service with its upstream and methods, and every
@@ -236,18 +237,14 @@ fn method_glob(query: Option<&str>) -> Option<String> {
 }
 
 /// 405 with `Allow: GET, HEAD` for any other method (hyper sends no body for HEAD).
-fn only_get<B>(req: &Request<B>) -> Option<Response<ResponseBody>> {
-    if matches!(*req.method(), http::Method::GET | http::Method::HEAD) {
-        return None;
+fn only_get(head: &http::request::Parts) -> Result<(), EdgeError> {
+    if matches!(head.method, http::Method::GET | http::Method::HEAD) {
+        return Ok(());
     }
-    let mut r = plain(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "text/plain; charset=utf-8",
-        Bytes::from(format!("{} accepts GET and HEAD only\n", req.uri().path())),
-    );
-    r.headers_mut()
-        .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-    Some(r)
+    Err(EdgeError::MethodNotAllowed {
+        what: format!("path {}", head.uri.path()),
+        allow: "GET, HEAD".into(),
+    })
 }
 
 #[cfg(test)]

@@ -103,6 +103,6 @@ fn upstream_error(code: Code, status: &tonic::Status) -> EdgeError {
         code,
         message: status.message().to_owned(),
         details,
-        metadata: metadata_headers(status.metadata().clone().into_headers()),
+        metadata: status.metadata().clone().into_headers(),
     }))
 }

@@ -1,9 +1,18 @@
-//! The request path, step by step: route → negotiate → decode_request → call_upstream →
-//! encode_response → record: `route` here, `negotiate` in plan.rs, `decode_request` and
-//! `encode_response` in unary.rs, `call_upstream` in call.rs, `record` in record.rs; unary.rs
-//! and streams.rs drive them per call shape. Every answer, success or error, leaves through the end of
-//! [`Edge::handle`] and is recorded once (a streamed answer when its body ends); a request
-//! whose client leaves before its answer is recorded as 499 when its context is dropped.
+//! The request path. [`Edge`] is one snapshot of everything a request needs; [`Live`] the
+//! snapshot in force. A request's steps are listed, in the order they run, in
+//! `pipeline.rs` ([`Edge::handle`]); each step's room:
+//! - `account.rs`: who is calling, what is a downgrade, the JSON sunset's decision, the
+//!   migration report's share: each decided once per request;
+//! - `admin.rs`: the gateway's own endpoints;
+//! - `plan.rs`: `negotiate` → [`plan::Plan`];
+//! - `unary.rs`: `decode_request`, unary calls, `encode_response`;
+//! - `streams.rs`: server, client and bidirectional streams;
+//! - `call.rs`: `call_upstream`, the one wrapper of every upstream call;
+//! - `respond.rs`: errors rendered as google.rpc.Status, the response builders;
+//! - `record.rs`: the record of every answer (metrics, access log, spans).
+//!
+//! What differs between client protocols is asked of the request's
+//! [`crate::protocol::Protocol`], never branched on here.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,10 +37,13 @@ use crate::migration::{
     SunsetPolicy, Tracker, Verdict,
 };
 use crate::negotiate;
+use crate::protocol::Protocol;
 use crate::upstream::Upstreams;
 
+mod account;
 mod admin;
 mod call;
+mod pipeline;
 mod plan;
 mod record;
 mod respond;
@@ -39,7 +51,9 @@ mod streams;
 mod unary;
 
 use crate::headers::*;
+use account::{Caller, Noted, Rendering};
 use call::mid_stream_failure;
+use pipeline::Kind;
 use plan::Plan;
 use record::{Finish, Outcome, StreamEnd};
 use respond::*;
@@ -128,10 +142,16 @@ pub fn schema_digest(schema: &Schema) -> Arc<str> {
     format!("{:016x}", hasher.finish()).into()
 }
 
-/// One request's context: when it began, who asked, for which method, and its plan.
+/// One request's context: when it began, who asked, in which protocol, for which method,
+/// and its plan. Made by [`Edge::begin`], the pipeline's first step; its drop without an
+/// answer (the client left) records the request as 499.
 struct RequestCtx<'a> {
     start: Instant,
     head: &'a http::request::Parts,
+    /// The client protocol the request speaks.
+    protocol: Protocol,
+    /// Whose answer this is: the API's, or the gateway's own.
+    kind: Kind,
     /// The id the gateway gave a request that came without `x-request-id`.
     made_request_id: Option<HeaderValue>,
     /// Whether the outcome carries the access log's fields.
@@ -139,7 +159,8 @@ struct RequestCtx<'a> {
     method: Option<&'a Method>,
     /// What `negotiate` decided, once it has.
     plan: Option<Plan>,
-    client: Client,
+    /// Who is calling (`account.rs`).
+    caller: Caller<'a>,
     /// A streamed answer's final gRPC code, set by the stream when it ends.
     stream_end: Option<Arc<StreamEnd>>,
     /// The request's share of the limits (once admitted); the answer's body keeps it.
@@ -157,15 +178,34 @@ struct RequestCtx<'a> {
     finish: Option<Finish>,
 }
 
-/// A request's share of the migration report: the sunset policy's verdict (and its headers
-/// for the answer), the unknown fields its answer dropped, the conversions and their costs.
-#[derive(Default)]
-struct Noted<'a> {
-    verdict: Verdict,
-    sunset_headers: Option<&'a DeprecationHeaders>,
-    dropped: Vec<transcode::UnknownField>,
-    request_conversion: Option<Conversion>,
-    answer_conversion: Option<Conversion>,
+impl Edge {
+    /// The pipeline's first steps, for every request: the record's in-flight count and start
+    /// time, the protocol, the request id (the client's, or one made here: sent upstream and
+    /// answered with), who is calling.
+    fn begin<'a>(self: &Arc<Self>, head: &'a http::request::Parts) -> RequestCtx<'a> {
+        self.metrics.in_flight.inc();
+        RequestCtx {
+            start: Instant::now(),
+            head,
+            protocol: Protocol::recognise(head),
+            kind: Kind::Api,
+            made_request_id: (!head.headers.contains_key(X_REQUEST_ID)).then(new_request_id),
+            access_log: self.config.access_log,
+            method: None,
+            plan: None,
+            caller: self.identify(head),
+            stream_end: None,
+            ticket: None,
+            upstream_latency: None,
+            span: None,
+            call_span: None,
+            noted: Noted::default(),
+            finish: Some(Finish {
+                edge: Arc::clone(self),
+                outcome: None,
+            }),
+        }
+    }
 }
 
 impl RequestCtx<'_> {
@@ -187,7 +227,9 @@ impl RequestCtx<'_> {
     /// The metadata that goes upstream with the call: the client's (`upstream_metadata`) and,
     /// when tracing, the trace context of the call's span, which starts here.
     fn upstream_metadata(&mut self, upstreams: &Upstreams) -> Result<HeaderMap, EdgeError> {
-        let mut metadata = upstream_metadata(&self.head.headers, self.made_request_id.as_ref())?;
+        let mut metadata = self
+            .protocol
+            .upstream_metadata(&self.head.headers, self.made_request_id.as_ref())?;
         if let (Some(span), Some(method)) = (&self.span, self.method) {
             let upstream = upstreams.uri(&method.service).unwrap_or("-");
             let upstream = upstream.split_once("://").map_or(upstream, |(_, a)| a);
@@ -417,362 +459,6 @@ impl Edge {
     pub fn is_draining(&self) -> bool {
         self.draining.load(std::sync::atomic::Ordering::Relaxed)
     }
-
-    /// Serves one request. Never fails: every error becomes a response.
-    pub async fn handle<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody>
-    where
-        B: Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: std::error::Error + Send + Sync + 'static,
-    {
-        if let Some(mut own) = self.own_endpoint(&req).await {
-            self.compress(req.headers(), &mut own);
-            return own;
-        }
-        if let Some(preflight) = self.preflight(&req) {
-            return preflight;
-        }
-        // Before the context, which borrows from it (and records when dropped).
-        let (head, body) = req.into_parts();
-        let headers = &head.headers;
-        self.metrics.in_flight.inc();
-        // The request's id: the client's, or one made here; sent upstream and answered with.
-        let made_request_id = (!headers.contains_key(X_REQUEST_ID)).then(new_request_id);
-        let mut ctx = RequestCtx {
-            start: Instant::now(),
-            head: &head,
-            made_request_id,
-            access_log: self.config.access_log,
-            method: None,
-            plan: None,
-            client: Client::new(
-                header_str(headers, header::USER_AGENT),
-                header_str(headers, "x-client-id").or(peer_identity(&head)),
-            ),
-            stream_end: None,
-            ticket: None,
-            upstream_latency: None,
-            span: self.config.tracer.as_ref().map(|t| t.request(&head)),
-            call_span: None,
-            noted: Noted::default(),
-            finish: Some(Finish {
-                edge: Arc::clone(&self),
-                outcome: None,
-            }),
-        };
-        let had_body = !body.is_end_stream();
-        let result = self.dispatch(&mut ctx, &head, body).await;
-        let (mut response, code) = match result {
-            Ok(response) => (response, Code::Ok),
-            Err(err) => {
-                let mut response = self.error_response(&mut ctx, &head.headers, &err);
-                // An HTTP/1.1 error may be answered before the body was read (404, 405, 413,
-                // 415, …); the connection cannot carry another request then, and the client is
-                // told so instead of finding a closed connection under its next request.
-                if had_body && head.version < http::Version::HTTP_2 {
-                    response
-                        .headers_mut()
-                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                }
-                (response, err.code_and_status().0)
-            }
-        };
-        if let Some(cors) = &self.cors
-            && let Some(origin) = cors.allowed_origin(&head.headers)
-        {
-            cors.answer(origin, response.headers_mut());
-        }
-        if let Some(id) = ctx
-            .made_request_id
-            .clone()
-            .or_else(|| head.headers.get(X_REQUEST_ID).map(unindexed))
-        {
-            response.headers_mut().insert(X_REQUEST_ID, id);
-        }
-        if let Some(sunset) = ctx.noted.sunset_headers {
-            sunset.apply(response.headers_mut());
-        }
-        self.note_migration(&mut ctx);
-        self.compress(&head.headers, &mut response);
-        let status = response.status();
-        let outcome = ctx.outcome(status, code);
-        if let Some(ticket) = ctx.ticket.take() {
-            response.body_mut().hold(ticket);
-        }
-        if let Some(mut finish) = ctx.finish.take() {
-            let mut outcome = outcome;
-            if let Some(access) = &mut outcome.access {
-                access.bytes_out = response.body().size_hint().exact().unwrap_or(0);
-            }
-            finish.outcome = Some(outcome);
-            if response.body().is_stream() {
-                // A stream is in flight, and its duration runs, until its last frame is sent.
-                response.body_mut().on_end(finish);
-            }
-        }
-        response
-    }
-
-    /// Routes a request to its method and serves it by the method's shape.
-    async fn dispatch<'s, B>(
-        self: &'s Arc<Self>,
-        ctx: &mut RequestCtx<'s>,
-        head: &'s http::request::Parts,
-        body: B,
-    ) -> Result<Response<ResponseBody>, EdgeError>
-    where
-        B: Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: std::error::Error + Send + Sync + 'static,
-    {
-        // HTTP/1.1's own bound on the head is hyper's read buffer, which grows by doubling (a
-        // 24 KiB limit let 32 KiB through); HTTP/2's is exact (h2's header list size).
-        if head.version < http::Version::HTTP_2 {
-            if http1_head_size(head) > self.config.max_header_bytes {
-                return Err(EdgeError::HeadTooLarge {
-                    limit: self.config.max_header_bytes,
-                });
-            }
-            http1_framing(head)?;
-        }
-        let mut ticket = self.admission.admit()?;
-        let resolved = self.route(ctx, head)?;
-        let target = resolved.binding();
-        ctx.method = Some(target.method);
-        if let Some(slot) = self.upstreams.slot(&target.method.service)? {
-            ticket.set_upstream(slot);
-        }
-        ctx.ticket = Some(ticket);
-        let mut plan = self.negotiate(head, target)?;
-        ctx.plan = Some(plan);
-        self.json_sunset(ctx, plan)?;
-        plan.deadline = self.deadline(head, plan)?;
-        ctx.plan = Some(plan);
-        // A compressed body is decoded as it arrives; the limits apply to the decoded bytes.
-        let limit = match target.method.streaming {
-            StreamingKind::Unary | StreamingKind::ServerStreaming => self.config.max_body_bytes,
-            StreamingKind::ClientStreaming | StreamingKind::Bidirectional => {
-                self.config.max_stream_bytes
-            }
-        };
-        let body = Decoded::new(body, request_coding(&head.headers)?, limit)?;
-        match target.method.streaming {
-            StreamingKind::Unary => self.unary(ctx, head, target, plan, body).await,
-            StreamingKind::ServerStreaming => {
-                self.server_stream(ctx, head, target, plan, body).await
-            }
-            StreamingKind::ClientStreaming => self.client_stream(ctx, target, plan, body).await,
-            StreamingKind::Bidirectional => self.bidi_stream(ctx, target, plan, body).await,
-        }
-    }
-
-    /// A CORS preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`) for a
-    /// path that has a route, when CORS is configured: 204 naming what the path's routes
-    /// accept for an allowed origin, 403 for another; `None` for anything else.
-    fn preflight<B>(&self, req: &Request<B>) -> Option<Response<ResponseBody>> {
-        let cors = self.cors.as_ref()?;
-        let headers = req.headers();
-        if req.method() != http::Method::OPTIONS
-            || !headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
-            || !headers.contains_key(header::ORIGIN)
-        {
-            return None;
-        }
-        let methods = match self
-            .routes
-            .resolve(&self.schema, "OPTIONS", req.uri().path())
-        {
-            Resolution::PathNotAllowed(allow) => allow.join(", "),
-            Resolution::MethodNotAllowed(_) => "POST".to_owned(),
-            Resolution::Found(_) | Resolution::NotFound => return None,
-        };
-        let Some(origin) = cors.allowed_origin(headers) else {
-            return Some(plain(
-                StatusCode::FORBIDDEN,
-                "text/plain; charset=utf-8",
-                Bytes::from_static(b"CORS: this origin is not allowed\n"),
-            ));
-        };
-        let mut response = plain(StatusCode::NO_CONTENT, "text/plain", Bytes::new());
-        response.headers_mut().remove(header::CONTENT_TYPE);
-        cors.preflight(origin, &methods, response.headers_mut());
-        Some(response)
-    }
-
-    /// The JSON sunset policy for a request with JSON on either side: nothing before a
-    /// rule's deprecation; the deprecation headers (and a `json_deprecated` downgrade) until
-    /// its sunset; a refusal in a brownout and after the sunset (an exempt client is served
-    /// with the headers).
-    fn json_sunset<'s>(&'s self, ctx: &mut RequestCtx<'s>, plan: Plan) -> Result<(), EdgeError> {
-        let json_body = plan.body_type == Some(Format::Json);
-        if self.sunset.is_empty() || !(plan.response == Format::Json || json_body) {
-            return Ok(());
-        }
-        let Some(method) = ctx.method else {
-            return Ok(());
-        };
-        let client = ClientId::from_request(
-            &ctx.head.headers,
-            self.config.migration.client_id_header.as_ref(),
-            peer_identity(ctx.head),
-        );
-        let decision = self.sunset.decide(
-            &method.full_name,
-            std::time::SystemTime::now(),
-            client.name(),
-        );
-        ctx.noted.verdict = decision.verdict();
-        match decision {
-            JsonDecision::Allowed => Ok(()),
-            JsonDecision::Deprecated { headers } => {
-                ctx.noted.sunset_headers = Some(headers);
-                self.metrics
-                    .downgrades
-                    .get_or_create(&DowngradeLabels {
-                        method: MethodName(method.full_name.clone()),
-                        reason: Reason::JsonDeprecated.as_str(),
-                    })
-                    .inc();
-                Ok(())
-            }
-            JsonDecision::Exempt { headers, .. } => {
-                ctx.noted.sunset_headers = Some(headers);
-                Ok(())
-            }
-            JsonDecision::Refused { reason, message } => {
-                self.metrics
-                    .json_refused
-                    .get_or_create(&crate::metrics::RefusedLabels {
-                        method: MethodName(method.full_name.clone()),
-                        reason: reason.as_str(),
-                    })
-                    .inc();
-                Err(EdgeError::JsonRefused { message, json_body })
-            }
-        }
-    }
-
-    /// Counts the request in the migration report, once it had a method and a plan (errors
-    /// included: who sends what matters whatever the answer was).
-    fn note_migration(&self, ctx: &mut RequestCtx<'_>) {
-        let (Some(method), Some(plan)) = (ctx.method, ctx.plan) else {
-            return;
-        };
-        let noted = std::mem::take(&mut ctx.noted);
-        let mut downgrades = DowngradeSet::default();
-        match noted.verdict {
-            // A refusal is a JSON answer (the one it could read).
-            Verdict::Refused(_) => downgrades.insert(Reason::JsonRequested),
-            Verdict::Deprecated => downgrades.insert(Reason::JsonDeprecated),
-            _ => {}
-        }
-        if plan.response == Format::Json {
-            downgrades.insert(if plan.fallback {
-                Reason::AcceptFallback
-            } else {
-                Reason::JsonRequested
-            });
-        }
-        if !noted.dropped.is_empty() {
-            downgrades.insert(Reason::UnknownFields);
-        }
-        let refused = matches!(noted.verdict, Verdict::Refused(_));
-        let client = ClientId::from_request(
-            &ctx.head.headers,
-            self.config.migration.client_id_header.as_ref(),
-            peer_identity(ctx.head),
-        );
-        self.migration.record(
-            &method.full_name,
-            &client,
-            &Finished {
-                request: plan.request,
-                response: if refused { Format::Json } else { plan.response },
-                downgrades,
-                dropped: &noted.dropped,
-                verdict: noted.verdict,
-                request_conversion: noted.request_conversion,
-                answer_conversion: noted.answer_conversion,
-            },
-            self.epoch.1 + ctx.start.saturating_duration_since(self.epoch.0),
-        );
-    }
-
-    /// Compresses an answer worth compressing in the best coding the client accepts, when
-    /// `[compression]` is on (the API's answers and the own endpoints'): a whole answer from `min_bytes` up and only when it gets smaller, a
-    /// stream always, frame by frame. Every answer whose type could be compressed says
-    /// `Vary: Accept-Encoding`, compressed or not, so caches keep the two apart.
-    pub(super) fn compress(&self, request: &HeaderMap, response: &mut Response<ResponseBody>) {
-        let config = &self.config.compression;
-        let headers = response.headers();
-        if !config.enabled
-            || headers.contains_key(header::CONTENT_ENCODING)
-            || matches!(
-                response.status(),
-                StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
-            )
-            || !headers
-                .get(header::CONTENT_TYPE)
-                .is_some_and(|t| crate::coding::compressible(t.as_bytes(), config.protobuf))
-        {
-            return;
-        }
-        // One field with the negotiation's usual `Vary: Accept`.
-        let headers = response.headers_mut();
-        if headers.get(header::VARY).is_some_and(|v| v == "Accept") {
-            headers.insert(
-                header::VARY,
-                HeaderValue::from_static("Accept, Accept-Encoding"),
-            );
-        } else {
-            headers.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-        }
-        let Some(coding) = crate::coding::negotiate(request, &config.algorithms) else {
-            return;
-        };
-        if response
-            .body_mut()
-            .compress(coding, config.level, config.min_bytes)
-        {
-            let headers = response.headers_mut();
-            headers.insert(
-                header::CONTENT_ENCODING,
-                HeaderValue::from_static(coding.as_str()),
-            );
-            headers.remove(header::CONTENT_LENGTH);
-        }
-    }
-
-    /// route: the method a request addresses, by the one precedence
-    /// ([`Routes::resolve`]: `POST` to a gRPC path first, then the HTTP rules).
-    fn route<'s>(
-        &'s self,
-        ctx: &mut RequestCtx<'s>,
-        head: &'s http::request::Parts,
-    ) -> Result<Resolved<'s, 's>, EdgeError> {
-        let path = head.uri.path();
-        match self
-            .routes
-            .resolve(&self.schema, head.method.as_str(), path)
-        {
-            Resolution::Found(resolved) => Ok(resolved),
-            Resolution::PathNotAllowed(allow) => Err(EdgeError::MethodNotAllowed {
-                what: format!("path {path}"),
-                allow: allow.join(", "),
-            }),
-            Resolution::MethodNotAllowed(method) => {
-                ctx.method = Some(method);
-                Err(EdgeError::MethodNotAllowed {
-                    what: format!("method {}", method.full_name),
-                    allow: "POST".into(),
-                })
-            }
-            Resolution::NotFound => {
-                if let Some(unknown) = &self.config.unknown_method {
-                    unknown.notify_one();
-                }
-                Err(EdgeError::UnknownMethod(format!("{} {path}", head.method)))
-            }
-        }
-    }
 }
 
 /// A transcoding error as the client's: a request that does not map onto the method under its
@@ -784,10 +470,5 @@ fn bad_request(e: transcode::Error) -> EdgeError {
     }
 }
 
-/// The verified identity of the client certificate the request came with (TLS listeners
-/// with client certificates).
-fn peer_identity(head: &http::request::Parts) -> Option<&str> {
-    head.extensions
-        .get::<crate::server::PeerIdentity>()
-        .map(|identity| &*identity.0)
-}
+#[cfg(test)]
+mod tests;

@@ -113,10 +113,11 @@ impl Edge {
     /// response stream lasts as long as it lasts: only the client's own.
     pub(super) fn deadline(
         &self,
+        protocol: Protocol,
         head: &http::request::Parts,
         plan: Plan,
     ) -> Result<Option<Duration>, EdgeError> {
-        let client = client_timeout(&head.headers)?;
+        let client = protocol.client_deadline(&head.headers)?;
         if plan.out_framing.is_some() {
             return Ok(client);
         }

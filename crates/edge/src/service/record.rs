@@ -33,13 +33,6 @@ impl Edge {
             "request"
         );
         if let Some(a) = &o.access {
-            // The downgrade, as far as the formats tell (an unknown-field drop is counted by
-            // protogate_downgrades_total and logged by the downgrade log).
-            let downgrade = match (o.response_format, o.fallback) {
-                ("json", true) => Reason::AcceptFallback.as_str(),
-                ("json", false) => Reason::JsonRequested.as_str(),
-                _ => "",
-            };
             tracing::info!(
                 target: "protogate::access",
                 http_method = a.http_method.as_str(),
@@ -56,7 +49,7 @@ impl Edge {
                 request_id = a.request_id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("-"),
                 user_agent = &*o.user_agent,
                 client_id = a.client_id.as_deref().unwrap_or("-"),
-                downgrade,
+                downgrade = %account::Names(o.downgrades),
                 "access"
             );
         }
@@ -83,8 +76,8 @@ pub(super) struct Outcome {
     pub(super) stream_end: Option<Arc<StreamEnd>>,
     pub(super) start: Instant,
     pub(super) user_agent: Arc<str>,
-    /// JSON because Accept named nothing we serve.
-    pub(super) fallback: bool,
+    /// The request's downgrades (`account.rs`).
+    pub(super) downgrades: DowngradeSet,
     /// What the access log adds, when it is on.
     pub(super) access: Option<Box<Access>>,
     /// The request's span and its upstream call's (a stream's, still open), when tracing.
@@ -120,7 +113,7 @@ impl Outcome {
                     .made_request_id
                     .clone()
                     .or_else(|| ctx.head.headers.get(X_REQUEST_ID).cloned()),
-                client_id: ctx.client.client_id.clone(),
+                client_id: ctx.caller.client.client_id.clone(),
                 bytes_in: ctx.ticket.as_ref().map_or(0, |t| t.request_bytes() as u64),
                 bytes_out: 0,
                 upstream: ctx.upstream_latency,
@@ -128,7 +121,7 @@ impl Outcome {
         });
         Outcome {
             access,
-            fallback: ctx.plan.is_some_and(|p| p.fallback),
+            downgrades: DowngradeSet::default(),
             method: ctx.method.map(|m| m.full_name.clone()),
             request_format,
             response_format,
@@ -136,7 +129,7 @@ impl Outcome {
             grpc_code,
             stream_end: ctx.stream_end.clone(),
             start: ctx.start,
-            user_agent: ctx.client.user_agent.clone(),
+            user_agent: ctx.caller.client.user_agent.clone(),
             spans: None,
         }
     }

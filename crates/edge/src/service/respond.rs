@@ -1,115 +1,28 @@
-//! Answers: error answers as google.rpc.Status in the negotiated format, the status records
-//! of streams, downgrade accounting of every rendering, and the small response builders.
+//! Answers: errors rendered as google.rpc.Status (written in the request's protocol's form),
+//! the status records of streams, and the small response builders.
 
 use super::*;
 
-/// Whose rendering a downgrade is: the method, the client, and whether JSON was a fallback
-/// (Accept named nothing we serve) rather than asked for.
-pub(super) struct Rendering<'a> {
-    pub(super) method: &'a Method,
-    pub(super) client: &'a Client,
-    pub(super) fallback: bool,
-}
-
 impl Edge {
-    /// Counts the downgrades of one rendering of a protobuf message as `to`, and logs them
-    /// (rate-limited) when `log` (a stream logs its first message's only).
-    pub(super) fn note_downgrades(
-        &self,
-        of: &Rendering<'_>,
-        to: Format,
-        findings: &Findings,
-        log: bool,
-    ) {
-        let Rendering {
-            method,
-            client,
-            fallback,
-        } = *of;
-        let note = |reason: Reason, findings: Option<&Findings>| {
-            self.metrics
-                .downgrades
-                .get_or_create(&DowngradeLabels {
-                    method: MethodName(method.full_name.clone()),
-                    reason: reason.as_str(),
-                })
-                .inc();
-            if log {
-                self.downgrades.record(&Downgrade {
-                    method: &method.full_name,
-                    reason,
-                    format: to,
-                    client,
-                    findings,
-                });
-            }
-        };
-        if to == Format::Json {
-            note(
-                if fallback {
-                    Reason::AcceptFallback
-                } else {
-                    Reason::JsonRequested
-                },
-                None,
-            );
-        }
-        if findings.dropped_data() {
-            note(Reason::UnknownFields, Some(findings));
-        }
-    }
-
-    /// Renders an error as google.rpc.Status in the plan's format (or, when the request
-    /// failed before it had a plan, the one its Accept asks for).
+    /// Renders an error as google.rpc.Status in the request's protocol's form and the format
+    /// it decides ([`Protocol::error_format`]: the plan's, or Accept's when the request
+    /// failed before it had a plan). Rendering upstream details as JSON is a downgrade.
     pub(super) fn error_response(
         &self,
         ctx: &mut RequestCtx<'_>,
-        headers: &HeaderMap,
         err: &EdgeError,
     ) -> Response<ResponseBody> {
-        let (code, status) = err.code_and_status();
-        let message = err.to_string();
+        let status = err.code_and_status().1;
         // Shedding is counted, not logged at warn: under overload a line per refusal would add
         // to it; and a client asking for what is not implemented is the client's doing.
         if status.is_server_error()
             && !matches!(err, EdgeError::Shed(_) | EdgeError::NotImplemented(_))
         {
-            tracing::warn!(method = ctx.method.map(|m| &*m.full_name), status = status.as_u16(), error = %message, "request failed");
+            tracing::warn!(method = ctx.method.map(|m| &*m.full_name), status = status.as_u16(), error = %err, "request failed");
         } else {
-            tracing::debug!(method = ctx.method.map(|m| &*m.full_name), status = status.as_u16(), error = %message, "request rejected");
-        }
-        let format = match ctx.plan {
-            // The refusal of JSON is answered in JSON: the one format such a client reads.
-            _ if matches!(err, EdgeError::JsonRefused { .. }) => Format::Json,
-            Some(plan) => plan.response,
-            None => {
-                negotiate::response_format(Format::Json, headers.get(header::ACCEPT), false, true)
-                    .map_or(Format::Json, |(f, _)| f)
-            }
-        };
-        let (body, findings) = self.status_rendering(err, format);
-        if let (Some(findings), Some(method)) = (findings, ctx.method) {
-            let fallback = ctx.plan.is_some_and(|p| p.fallback);
-            let of = Rendering {
-                method,
-                client: &ctx.client,
-                fallback,
-            };
-            self.note_downgrades(&of, format, &findings, true);
-        }
-        let mut response = plain(status, negotiate::content_type(format), body);
-        let headers = response.headers_mut();
-        put_status_headers(headers, code, &message);
-        if let EdgeError::MethodNotAllowed { allow, .. } = err
-            && let Ok(v) = HeaderValue::from_str(allow)
-        {
-            headers.insert(header::ALLOW, v);
-        }
-        if let EdgeError::Upstream(u) = err {
-            headers.extend(u.metadata.clone());
+            tracing::debug!(method = ctx.method.map(|m| &*m.full_name), status = status.as_u16(), error = %err, "request rejected");
         }
         if let EdgeError::Shed(reason) = err {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             self.metrics
                 .shed
                 .get_or_create(&crate::metrics::ShedLabels {
@@ -117,7 +30,19 @@ impl Edge {
                 })
                 .inc();
         }
-        response
+        let format =
+            ctx.protocol
+                .error_format(err, ctx.plan.map(|p| p.response), &ctx.head.headers);
+        let (body, findings) = self.status_rendering(err, format);
+        if let (Some(findings), Some(method)) = (findings, ctx.method) {
+            let of = Rendering {
+                method,
+                client: &ctx.caller.client,
+                fallback: ctx.plan.is_some_and(|p| p.fallback),
+            };
+            self.note_downgrades(&of, format, &findings, true);
+        }
+        ctx.protocol.error_answer(err, format, body)
     }
 
     /// An error as google.rpc.Status in `format` (mid-stream status records).
@@ -187,16 +112,4 @@ pub(super) fn raw_content_type(content_type: &str) -> HeaderValue {
         .unwrap_or(HeaderValue::from_static("application/octet-stream"))
 }
 
-pub(super) fn plain(
-    status: StatusCode,
-    content_type: &'static str,
-    body: Bytes,
-) -> Response<ResponseBody> {
-    let mut r = Response::new(ResponseBody::full(body));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    r.headers_mut()
-        .insert(header::VARY, HeaderValue::from_static("Accept"));
-    r
-}
+pub(super) use crate::protocol::plain;

@@ -153,7 +153,7 @@ impl Edge {
         let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
         response
             .headers_mut()
-            .extend(metadata_headers(answer.metadata));
+            .extend(ctx.protocol.answer_metadata(answer.metadata));
         Ok(response)
     }
 
@@ -286,7 +286,8 @@ impl Edge {
             edge: self.clone(),
             method: target.method.clone(),
             route,
-            client: ctx.client.clone(),
+            client: ctx.caller.client.clone(),
+            protocol: ctx.protocol,
             fallback: ctx.plan.is_some_and(|p| p.fallback),
             framing,
             raw,
@@ -320,25 +321,8 @@ impl Edge {
         let mut response = Response::new(ResponseBody::stream(frames));
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, content_type);
-        headers.insert(header::VARY, HeaderValue::from_static("Accept"));
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        // HTTP/1.1 sends trailers only when the answer declares them (hyper drops the rest),
-        // and only to a client that said it takes them.
-        if ctx.head.version < http::Version::HTTP_2
-            && ctx
-                .head
-                .headers
-                .get_all(header::TE)
-                .iter()
-                .any(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"))
-        {
-            headers.insert(
-                header::TRAILER,
-                HeaderValue::from_static("grpc-status, grpc-message"),
-            );
-        }
-        headers.extend(metadata_headers(metadata));
+        ctx.protocol.stream_headers(ctx.head, headers);
+        headers.extend(ctx.protocol.answer_metadata(metadata));
         Ok(response)
     }
 }
@@ -456,6 +440,7 @@ struct StreamState {
     method: Method,
     route: Option<Arc<Route>>,
     client: Client,
+    protocol: Protocol,
     fallback: bool,
     framing: Framing,
     /// google.api.HttpBody messages (`route` says so): their bytes, unframed.
@@ -505,14 +490,10 @@ impl StreamState {
                 }
             }
             Ok(None) => {
-                if !self.raw {
-                    self.framing.end(out);
-                }
+                let framing = (!self.raw).then_some(self.framing);
+                self.trailers = Some(self.protocol.stream_ok(framing, out));
                 self.done = true;
                 self.end.set(Code::Ok);
-                let mut trailers = HeaderMap::new();
-                trailers.insert("grpc-status", HeaderValue::from_static("0"));
-                self.trailers = Some(trailers);
             }
             Err(e) => self.fail(&e, out),
         }
@@ -617,17 +598,17 @@ impl StreamState {
 
     /// Ends the stream with a status record and trailers.
     fn fail(&mut self, err: &EdgeError, out: &mut Vec<u8>) {
-        let (code, _) = err.code_and_status();
-        let message = err.to_string();
-        tracing::warn!(method = &*self.method.full_name, after = self.count, error = %message, "stream failed");
-        if !self.raw {
-            let status = self.edge.status_body(err, self.framing.format());
-            self.framing.error(self.count, &status, out);
-        }
+        tracing::warn!(method = &*self.method.full_name, after = self.count, error = %err, "stream failed");
+        let framing = (!self.raw).then_some(self.framing);
+        let status = match framing {
+            Some(framing) => self.edge.status_body(err, framing.format()),
+            None => Bytes::new(),
+        };
+        self.trailers = Some(
+            self.protocol
+                .stream_failed(framing, self.count, err, &status, out),
+        );
         self.done = true;
-        self.end.set(code);
-        let mut trailers = HeaderMap::new();
-        put_status_headers(&mut trailers, code, &message);
-        self.trailers = Some(trailers);
+        self.end.set(err.code_and_status().0);
     }
 }

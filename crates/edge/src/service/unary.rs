@@ -118,7 +118,7 @@ impl Edge {
         let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
         response
             .headers_mut()
-            .extend(metadata_headers(answer.metadata));
+            .extend(ctx.protocol.answer_metadata(answer.metadata));
         Ok(response)
     }
 
@@ -159,7 +159,7 @@ impl Edge {
         let elapsed = began.elapsed();
         let of = Rendering {
             method: target.method,
-            client: &ctx.client,
+            client: &ctx.caller.client,
             fallback: plan.fallback,
         };
         self.note_downgrades(&of, to, &findings, true);

@@ -1,0 +1,332 @@
+//! The pipeline: every step a request goes through, in the order it runs, listed in one
+//! place ([`Edge::handle`] and the two functions it calls, [`Edge::steps`] on the way in,
+//! [`Edge::finish`] on the way out).
+//!
+//! On the way in, each step passes the request on or answers it (an answer, or an error);
+//! whatever the answer and wherever it came from, it goes out through `finish`, which writes
+//! an error in the request's protocol's form and applies the outbound steps in reverse order
+//! of their inbound halves. So no answer leaves unrecorded, without its request id or
+//! without its CORS headers, and a new concern is one more line in one of these lists.
+
+use super::*;
+
+/// What kind of answer a request got: the record counts the API's requests, and the
+/// gateway's own answers (its endpoints, CORS preflights) only when they refuse, so that
+/// probes and scrapes do not dilute the request metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// A request for a method (or one that named none: a 404 is the API's answer).
+    Api,
+    /// One of the gateway's own endpoints (`/healthz`, `/metrics`, `/openapi.json`, …).
+    Own,
+    /// A CORS preflight.
+    Preflight,
+}
+
+impl Edge {
+    /// Serves one request. Never fails: every error becomes an answer in the request's
+    /// protocol's error form.
+    ///
+    /// | step              | in                                         | out (in reverse)                    |
+    /// |-------------------|--------------------------------------------|-------------------------------------|
+    /// | record            | in flight, the start time (`begin`)        | metrics, access log, spans          |
+    /// | protocol          | recognised from the head (`begin`)         | errors in its form                  |
+    /// | request id        | the client's, or one made (`begin`)        | `x-request-id` on the answer        |
+    /// | identity          | who is calling (`account::identify`)       | —                                   |
+    /// | CORS              | preflights answered (`preflight`)          | allow/expose headers                |
+    /// | compression       | —                                          | `Accept-Encoding` (`compress`)      |
+    /// | own endpoints     | `/healthz`, `/metrics`, … (`own_endpoint`) | —                                   |
+    /// | trace             | the request's span                         | ended by the record                 |
+    /// | head limits       | HTTP/1.1 head size and framing             | `Connection: close` after an error  |
+    /// | admission         | `Admission::admit` (+ the upstream's slot) | the ticket rides the answer's body  |
+    /// | route             | `route`                                    | —                                   |
+    /// | negotiate         | formats and framings (`negotiate`)         | —                                   |
+    /// | JSON sunset       | `json_sunset` (account.rs)                 | deprecation headers                 |
+    /// | deadline          | the protocol's deadline, capped            | —                                   |
+    /// | content coding    | the body decoded as it arrives             | —                                   |
+    /// | call              | by the method's shape: `decode_request` → `call_upstream` → `encode_response` | —    |
+    /// | account           | —                                          | downgrades, migration report        |
+    pub async fn handle<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        // Before the context, which borrows from it (and records when dropped).
+        let (head, body) = req.into_parts();
+        let had_body = !body.is_end_stream();
+        let mut ctx = self.begin(&head);
+        let answer = self.steps(&mut ctx, &head, body).await;
+        self.finish(ctx, answer, had_body)
+    }
+
+    /// Serves one request on the admin listener: an admin endpoint, else 404, through the
+    /// same record and error form as the main listener's.
+    pub async fn handle_admin<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody> {
+        let (head, _body) = req.into_parts();
+        let mut ctx = self.begin(&head);
+        ctx.kind = Kind::Own;
+        let answer = self.admin_only(&head).await;
+        self.finish(ctx, answer, false)
+    }
+
+    /// The inbound steps, in order; the first to answer (or fail) ends them.
+    async fn steps<'s, B>(
+        self: &'s Arc<Self>,
+        ctx: &mut RequestCtx<'s>,
+        head: &'s http::request::Parts,
+        body: B,
+    ) -> Result<Response<ResponseBody>, EdgeError>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        if let Some(preflight) = self.preflight(head) {
+            ctx.kind = Kind::Preflight;
+            return preflight;
+        }
+        if let Some(own) = self.own_endpoint(head).await {
+            ctx.kind = Kind::Own;
+            return own;
+        }
+        ctx.span = self.config.tracer.as_ref().map(|t| t.request(head));
+        self.head_limits(head)?;
+        let mut ticket = self.admission.admit()?;
+        let resolved = self.route(ctx, head)?;
+        let target = resolved.binding();
+        ctx.method = Some(target.method);
+        if let Some(slot) = self.upstreams.slot(&target.method.service)? {
+            ticket.set_upstream(slot);
+        }
+        ctx.ticket = Some(ticket);
+        let mut plan = self.negotiate(head, target)?;
+        ctx.plan = Some(plan);
+        self.json_sunset(ctx, plan)?;
+        plan.deadline = self.deadline(ctx.protocol, head, plan)?;
+        ctx.plan = Some(plan);
+        // A compressed body is decoded as it arrives; the limits apply to the decoded bytes.
+        let limit = match target.method.streaming {
+            StreamingKind::Unary | StreamingKind::ServerStreaming => self.config.max_body_bytes,
+            StreamingKind::ClientStreaming | StreamingKind::Bidirectional => {
+                self.config.max_stream_bytes
+            }
+        };
+        let body = Decoded::new(body, request_coding(&head.headers)?, limit)?;
+        match target.method.streaming {
+            StreamingKind::Unary => self.unary(ctx, head, target, plan, body).await,
+            StreamingKind::ServerStreaming => {
+                self.server_stream(ctx, head, target, plan, body).await
+            }
+            StreamingKind::ClientStreaming => self.client_stream(ctx, target, plan, body).await,
+            StreamingKind::Bidirectional => self.bidi_stream(ctx, target, plan, body).await,
+        }
+    }
+
+    /// The outbound steps, in order: the error form, then the inbound steps' outbound halves
+    /// in reverse, the record last.
+    fn finish(
+        &self,
+        mut ctx: RequestCtx<'_>,
+        answer: Result<Response<ResponseBody>, EdgeError>,
+        had_body: bool,
+    ) -> Response<ResponseBody> {
+        let head = ctx.head;
+        let (mut response, code) = match answer {
+            Ok(response) => (response, Code::Ok),
+            Err(err) => {
+                let mut response = self.error_response(&mut ctx, &err);
+                // An HTTP/1.1 error may be answered before the body was read (404, 405, 413,
+                // 415, …); the connection cannot carry another request then, and the client is
+                // told so instead of finding a closed connection under its next request.
+                if had_body && head.version < http::Version::HTTP_2 {
+                    response
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                (response, err.code_and_status().0)
+            }
+        };
+        let downgrades = self.account(&ctx);
+        if let Some(sunset) = ctx.noted.sunset_headers.take() {
+            sunset.apply(response.headers_mut());
+        }
+        self.compress(&head.headers, &mut response);
+        if ctx.kind != Kind::Preflight
+            && let Some(cors) = &self.cors
+            && let Some(origin) = cors.allowed_origin(&head.headers)
+        {
+            cors.answer(origin, response.headers_mut());
+        }
+        if let Some(id) = ctx
+            .made_request_id
+            .clone()
+            .or_else(|| head.headers.get(X_REQUEST_ID).map(unindexed))
+        {
+            response.headers_mut().insert(X_REQUEST_ID, id);
+        }
+        self.record_at_end(ctx, &mut response, code, downgrades);
+        response
+    }
+
+    /// The record's outbound half: the request's outcome, handed to the answer's body when
+    /// it is a stream (recorded when its last frame is sent), else recorded now. The
+    /// gateway's own answers that succeed are not the API's requests: they leave the
+    /// in-flight gauge uncounted.
+    fn record_at_end(
+        &self,
+        mut ctx: RequestCtx<'_>,
+        response: &mut Response<ResponseBody>,
+        code: Code,
+        downgrades: DowngradeSet,
+    ) {
+        let status = response.status();
+        let counted = ctx.kind == Kind::Api || status.is_client_error() || status.is_server_error();
+        let mut outcome = ctx.outcome(status, code);
+        outcome.downgrades = downgrades;
+        if let Some(ticket) = ctx.ticket.take() {
+            response.body_mut().hold(ticket);
+        }
+        let Some(mut finish) = ctx.finish.take() else {
+            return;
+        };
+        if !counted {
+            return;
+        }
+        if let Some(access) = &mut outcome.access {
+            access.bytes_out = response.body().size_hint().exact().unwrap_or(0);
+        }
+        finish.outcome = Some(outcome);
+        if response.body().is_stream() {
+            // A stream is in flight, and its duration runs, until its last frame is sent.
+            response.body_mut().on_end(finish);
+        }
+    }
+
+    /// HTTP/1.1's own bound on the head is hyper's read buffer, which grows by doubling (a
+    /// 24 KiB limit let 32 KiB through); HTTP/2's is exact (h2's header list size).
+    fn head_limits(&self, head: &http::request::Parts) -> Result<(), EdgeError> {
+        if head.version < http::Version::HTTP_2 {
+            if http1_head_size(head) > self.config.max_header_bytes {
+                return Err(EdgeError::HeadTooLarge {
+                    limit: self.config.max_header_bytes,
+                });
+            }
+            http1_framing(head)?;
+        }
+        Ok(())
+    }
+
+    /// A CORS preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`) for a
+    /// path that has a route, when CORS is configured: 204 naming what the path's routes
+    /// accept for an allowed origin, 403 for another; `None` for anything else.
+    fn preflight(
+        &self,
+        head: &http::request::Parts,
+    ) -> Option<Result<Response<ResponseBody>, EdgeError>> {
+        let cors = self.cors.as_ref()?;
+        let headers = &head.headers;
+        if head.method != http::Method::OPTIONS
+            || !headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+            || !headers.contains_key(header::ORIGIN)
+        {
+            return None;
+        }
+        let methods = match self
+            .routes
+            .resolve(&self.schema, "OPTIONS", head.uri.path())
+        {
+            Resolution::PathNotAllowed(allow) => allow.join(", "),
+            Resolution::MethodNotAllowed(_) => "POST".to_owned(),
+            Resolution::Found(_) | Resolution::NotFound => return None,
+        };
+        let Some(origin) = cors.allowed_origin(headers) else {
+            let origin = headers
+                .get(header::ORIGIN)
+                .map(|o| String::from_utf8_lossy(o.as_bytes()).into_owned())
+                .unwrap_or_default();
+            return Some(Err(EdgeError::OriginNotAllowed(origin)));
+        };
+        let mut response = Response::new(ResponseBody::full(Bytes::new()));
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        cors.preflight(origin, &methods, response.headers_mut());
+        Some(Ok(response))
+    }
+
+    /// Compresses an answer worth compressing in the best coding the client accepts, when
+    /// `[compression]` is on (the API's answers and the own endpoints'): a whole answer from
+    /// `min_bytes` up and only when it gets smaller, a stream always, frame by frame. Every
+    /// answer whose type could be compressed says `Vary: Accept-Encoding`, compressed or
+    /// not, so caches keep the two apart.
+    fn compress(&self, request: &HeaderMap, response: &mut Response<ResponseBody>) {
+        let config = &self.config.compression;
+        let headers = response.headers();
+        if !config.enabled
+            || headers.contains_key(header::CONTENT_ENCODING)
+            || matches!(
+                response.status(),
+                StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
+            )
+            || !headers
+                .get(header::CONTENT_TYPE)
+                .is_some_and(|t| crate::coding::compressible(t.as_bytes(), config.protobuf))
+        {
+            return;
+        }
+        // One field with the negotiation's usual `Vary: Accept`.
+        let headers = response.headers_mut();
+        if headers.get(header::VARY).is_some_and(|v| v == "Accept") {
+            headers.insert(
+                header::VARY,
+                HeaderValue::from_static("Accept, Accept-Encoding"),
+            );
+        } else {
+            headers.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        }
+        let Some(coding) = crate::coding::negotiate(request, &config.algorithms) else {
+            return;
+        };
+        if response
+            .body_mut()
+            .compress(coding, config.level, config.min_bytes)
+        {
+            let headers = response.headers_mut();
+            headers.insert(
+                header::CONTENT_ENCODING,
+                HeaderValue::from_static(coding.as_str()),
+            );
+            headers.remove(header::CONTENT_LENGTH);
+        }
+    }
+
+    /// route: the method a request addresses, by the one precedence
+    /// ([`Routes::resolve`]: `POST` to a gRPC path first, then the HTTP rules).
+    fn route<'s>(
+        &'s self,
+        ctx: &mut RequestCtx<'s>,
+        head: &'s http::request::Parts,
+    ) -> Result<Resolved<'s, 's>, EdgeError> {
+        let path = head.uri.path();
+        match self
+            .routes
+            .resolve(&self.schema, head.method.as_str(), path)
+        {
+            Resolution::Found(resolved) => Ok(resolved),
+            Resolution::PathNotAllowed(allow) => Err(EdgeError::MethodNotAllowed {
+                what: format!("path {path}"),
+                allow: allow.join(", "),
+            }),
+            Resolution::MethodNotAllowed(method) => {
+                ctx.method = Some(method);
+                Err(EdgeError::MethodNotAllowed {
+                    what: format!("method {}", method.full_name),
+                    allow: "POST".into(),
+                })
+            }
+            Resolution::NotFound => {
+                if let Some(unknown) = &self.config.unknown_method {
+                    unknown.notify_one();
+                }
+                Err(EdgeError::UnknownMethod(format!("{} {path}", head.method)))
+            }
+        }
+    }
+}
