@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Memory under a burst of large bodies (issue 18 §1), for `make bench-burst`.
+"""Memory under a burst of large bodies (BENCHMARKS.md, "Memory under a burst"), for
+`make bench-burst`.
 
 Starts bench-backend and the release gateway on 127.0.0.1, sends N concurrent ~4 MB JSON
 EchoRecords bodies (h2load: N HTTP/1.1 connections, or one HTTP/2 connection with N streams),

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The Python codecs a FastAPI-style JSON edge runs, on the shared workloads (issue 19 §5).
+"""The Python codecs a FastAPI-style JSON edge runs, on the shared workloads
+(BENCHMARKS.md, "Other figures").
 
 `make bench-codecs`. For each workload body (bench/gen_bodies.py's JSON, in target/bench-bodies)
 it times, from and to Python objects as a Python service holds them:

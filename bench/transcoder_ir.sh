@@ -7,8 +7,9 @@
 #
 # Why: timed shares move with code placement — serde_json's floor, the same code in every
 # build, ran 6-9 % faster or slower between builds that differ in one file (BENCHMARKS.md,
-# sessions 16 and 17) — while instruction counts repeat within 0.1 %. Instructions are not
-# time (a division or a mispredicted branch costs more than an add): compare builds by both.
+# 2026-12-03 (cb6ec26..283dc42) and 2026-12-04 (b3f7337..e23038f)) — while instruction
+# counts repeat within 0.1 %. Instructions are not time (a division or a mispredicted branch
+# costs more than an add): compare builds by both.
 #
 # Each figure is (Ir of N conversions − Ir of none) ÷ N ÷ the workload's JSON bytes, from
 # `target/release/examples/profile DIRECTION WORKLOAD N` (crates/transcode/examples/profile.rs),

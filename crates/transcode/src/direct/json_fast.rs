@@ -9,10 +9,10 @@
 //! Why a second loop beside the general one: the general encoder reaches every shape through
 //! the `Source` trait, its `Result`s and two matches a value; a probe written in this shape
 //! took Order in 15.2 instructions a byte where the general encoder takes 22.7 (BENCHMARKS.md,
-//! session 18). It writes what the general encoder writes, byte for byte: the values go
-//! through the same functions (`short_number`, `integer_run`, `put_plain`, `put_int_field`,
-//! `put_str_field`), fields in input order, message lengths patched the same way; the
-//! differential tests and the fuzz targets hold all three paths to one answer.
+//! 2026-12-04 (228d4a7..8398e69)). It writes what the general encoder writes, byte for byte:
+//! the values go through the same functions (`short_number`, `integer_run`, `put_plain`,
+//! `put_int_field`, `put_str_field`), fields in input order, message lengths patched the same
+//! way; the differential tests and the fuzz targets hold all three paths to one answer.
 
 use super::digits::integer_run;
 use super::encode::{open_len, put_int_field, put_plain, put_str_field, put_tag_bytes};
@@ -146,7 +146,7 @@ impl Loop<'_, '_> {
         let always = field.presence;
         // The scalar arms repeat `JsonSrc::plain_field`'s (through the same functions): read
         // through one shared reader instead, this loop counted the same instructions but ran
-        // 10-15 % slower (BENCHMARKS.md, session 18's review).
+        // 10-15 % slower (BENCHMARKS.md, 2026-12-04 (228d4a7..8398e69), its review).
         match (fast, c) {
             (Fast::Number, b'"') => {
                 // An integer field's value as a string of digits.

@@ -192,7 +192,8 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                 // run, while the next tag is this one's byte. The same field again later is
                 // out of order. The general loop's run, with the key and the array's start
                 // before it and its count in a register: one function for both loops
-                // measured 3-4 % more instructions (BENCHMARKS.md session 17, review).
+                // measured 3-4 % more instructions (BENCHMARKS.md, 2026-12-04
+                // (b3f7337..e23038f), review).
                 self.sink.key(out, field, names);
                 count += 1;
                 let mark = self.sink.begin_array(out);
