@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use bytes::buf::Chain;
+use futures_util::future::BoxFuture;
 use h2::Ping;
 use h2::client::{Connection, SendRequest};
 use http::uri::Authority;
@@ -32,6 +33,12 @@ use crate::transport::Transport;
 /// A request body frame: the gRPC message prefix and the message, sent as one DATA frame
 /// without copying the message (a stream's frames, already framed, have an empty prefix).
 pub(super) type Frame = Chain<std::io::Cursor<[u8; 5]>, Bytes>;
+
+/// The question a probe asks an ejected endpoint on its new connection before restoring it:
+/// the active health check (health.rs, `Check::probe`), when its services have one. The pool
+/// builds it, so endpoints need not know how the check is asked.
+pub(super) type ProbeCheck =
+    Arc<dyn Fn(Arc<Endpoint>, Conn) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
 /// Connections to one endpoint at most; past them, calls wait for a free stream.
 pub(super) const MAX_CONNECTIONS: usize = 4;
@@ -74,7 +81,7 @@ pub(crate) struct Endpoint {
     /// This endpoint's place in `protogate_upstream_endpoints{upstream,state}`.
     gauges: StateGauges,
     /// Answers the active health check, when the service has one (else always true).
-    pub(super) checked: Option<super::health::Check>,
+    pub(super) checked: Option<ProbeCheck>,
 }
 
 /// Where an endpoint is: the configured URL it came from (its index, its authority and TLS
@@ -195,7 +202,7 @@ impl Endpoint {
         }: Place,
         options: UpstreamOptions,
         gauges: StateGauges,
-        checked: Option<super::health::Check>,
+        checked: Option<ProbeCheck>,
     ) -> Arc<Endpoint> {
         gauges.healthy.inc();
         Arc::new(Endpoint {
@@ -359,7 +366,7 @@ async fn probe(endpoint: Weak<Endpoint>, mut backoff: Duration) {
         let mut call = InFlight::new(&endpoint);
         let answered = match endpoint.connection(&mut call).await {
             Ok(conn) => match &endpoint.checked {
-                Some(check) => check.run(&endpoint, conn).await.map_err(|e| e.to_string()),
+                Some(check) => check(endpoint.clone(), conn).await,
                 None => Ok(()),
             },
             Err(e) => Err(e.message().to_owned()),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::endpoint::{Conn, Endpoint};
+use super::endpoint::{Conn, Endpoint, ProbeCheck};
 
 const CHECK: &str = "/grpc.health.v1.Health/Check";
 /// `HealthCheckResponse.ServingStatus.SERVING`.
@@ -23,6 +23,15 @@ pub(crate) struct Check {
 }
 
 impl Check {
+    /// This check as the probe of an ejected endpoint asks it (endpoint.rs).
+    pub(super) fn probe(&self) -> ProbeCheck {
+        let check = self.clone();
+        Arc::new(move |endpoint, conn| {
+            let check = check.clone();
+            Box::pin(async move { check.run(&endpoint, conn).await })
+        })
+    }
+
     /// Asks `endpoint`, on `conn`, whether each service is SERVING.
     pub(super) async fn run(
         &self,

@@ -192,7 +192,7 @@ impl Pool {
             },
             self.options,
             self.gauges.clone(),
-            self.check.clone(),
+            self.check.as_ref().map(Check::probe),
         )
     }
 
