@@ -1,12 +1,12 @@
 //! The accept loop: HTTP/1.1 and HTTP/2 on one port, in clear text (HTTP/2 by prior
-//! knowledge) or over TLS (ALPN), with graceful shutdown.
+//! knowledge) or over TLS (ALPN), with graceful shutdown. Each accepted connection is driven
+//! by its own task (`drive.rs`).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tracing::Instrument;
@@ -15,13 +15,15 @@ use crate::Live;
 
 mod admin;
 mod connection;
+mod drive;
 mod first_bytes;
 mod tls;
 
 pub use admin::serve_admin;
 pub use tls::{ListenerTls, PeerIdentity, identity};
 
-use connection::{Expired, Registry, Tracked, Watched};
+use connection::Registry;
+use drive::Driver;
 
 /// Serves `edge` on an already-bound listener until `shutdown` resolves; then drains (for
 /// `drain_delay`: `/readyz` answers 503, HTTP/1.1 answers close their connection, HTTP/2
@@ -54,26 +56,7 @@ pub async fn serve_all(
             edge.downgrades_shared(),
         )
     };
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        // The head timeout runs from a head's first byte (connection.rs), not hyper's, which
-        // runs whenever hyper waits for a head and so closed idle keep-alive connections.
-        .header_read_timeout(None)
-        .max_buf_size(config.max_header_bytes.max(8192))
-        // No pipeline_flush: with it hyper's writer reports room to buffer whatever is queued,
-        // so a streamed answer is pulled from the upstream as fast as it comes for a client
-        // that stopped reading (no back-pressure over HTTP/1.1), and an error answered while
-        // request bytes sit unread (431) is never flushed.
-        .keep_alive(true);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(config.max_header_bytes as u32)
-        .max_concurrent_streams(config.max_concurrent_streams)
-        .keep_alive_interval(Some(Duration::from_secs(30)));
-    let builder = Arc::new(builder);
+    let builder = Arc::new(http_builder(&config));
     let registry = Arc::new(Registry::new(
         config.max_connections,
         metrics.connections.clone(),
@@ -152,8 +135,6 @@ pub async fn serve_all(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let (head_timeout, idle_timeout) = (config.header_read_timeout, config.idle_timeout);
-        let live = live.clone();
         // Every line a request logs names its peer (and the identity of its client
         // certificate): at INFO when the access log is on (its lines need it), else at DEBUG
         // (a disabled span costs a level check).
@@ -162,120 +143,52 @@ pub async fn serve_all(
         } else {
             tracing::debug_span!("connection", %peer, tls_client = tracing::field::Empty)
         };
-        let builder = builder.clone();
-        let mut stopped = stopped.clone();
-        let tls = config.tls.clone();
-        tokio::spawn(async move {
-            let conn = &registered.conn;
-            // The TLS handshake and the first bytes under the header timeout (see
-            // first_bytes.rs).
-            let first = async {
-                let (transport, identity) = tls::accept(stream, tls.as_ref()).await?;
-                Ok::<_, std::io::Error>((first_bytes::read(transport).await?, identity))
-            };
-            let read = tokio::select! {
-                read = tokio::time::timeout(head_timeout, first) => read,
-                _ = stopped.wait_for(|phase| *phase == Phase::Stopped) => return,
-                () = conn.closed() => return,
-            };
-            let (stream, identity) = match read {
-                Ok(Ok(accepted)) => accepted,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "connection ended before its first request");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "connection closed: no request head within the header read timeout");
-                    return;
-                }
-            };
-            let request_span = tracing::Span::current();
-            if let Some(PeerIdentity(id)) = &identity {
-                request_span.record("tls_client", &**id);
-            }
-            let service = {
-                let conn = Arc::clone(conn);
-                service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
-                    let active = conn.begin();
-                    let edge = live.load();
-                    if let Some(identity) = &identity {
-                        req.extensions_mut().insert(identity.clone());
-                    }
-                    // Draining: the client is told to take its next request elsewhere (a drain
-                    // that begins while a request is served closes its connection when the
-                    // listeners do).
-                    let close = req.version() < http::Version::HTTP_2 && edge.is_draining();
-                    let serve = async move {
-                        // Boxed: the request's future is large (every step's state), and hyper
-                        // moves the future it is given (into a task of its own for each
-                        // HTTP/2 stream): a pointer moves instead (BENCHMARKS.md, session 9).
-                        let mut response = Box::pin(edge.handle(req)).await;
-                        if close {
-                            response.headers_mut().insert(
-                                http::header::CONNECTION,
-                                http::HeaderValue::from_static("close"),
-                            );
-                        }
-                        Ok::<_, std::convert::Infallible>(response.map(|b| Tracked::new(b, active)))
-                    };
-                    // Only an enabled span is entered on every poll (each enter and exit costs).
-                    if request_span.is_disabled() {
-                        futures_util::future::Either::Left(serve)
-                    } else {
-                        futures_util::future::Either::Right(serve.instrument(request_span.clone()))
-                    }
-                })
-            };
-            let h1 = !stream.is_h2();
-            conn.head_began();
-            let served = builder.serve_connection(
-                TokioIo::new(Watched::new(stream, Arc::clone(conn), h1)),
-                service,
-            );
-            tokio::pin!(served);
-            let mut closing = false;
-            loop {
-                let next = match conn.check(idle_timeout, head_timeout, h1) {
-                    Ok(next) => next,
-                    Err(Expired::Head) => {
-                        tracing::debug!(%peer, "connection closed: request head not complete within the header read timeout");
-                        return;
-                    }
-                    Err(Expired::Idle) => {
-                        if !closing {
-                            tracing::debug!(%peer, "closing a connection idle for the idle timeout");
-                            served.as_mut().graceful_shutdown();
-                            closing = true;
-                        }
-                        // Looked at again only for a head (HTTP/1.1 closes at once).
-                        tokio::time::Instant::now() + head_timeout
-                    }
-                };
-                tokio::select! {
-                    ended = served.as_mut() => {
-                        if let Err(e) = ended {
-                            tracing::debug!(%peer, error = %e, "connection ended with an error");
-                        }
-                        return;
-                    }
-                    () = tokio::time::sleep_until(next) => {}
-                    () = conn.closed(), if !closing => {
-                        tracing::debug!(%peer, "closing the longest-idle connection: max_connections reached");
-                        served.as_mut().graceful_shutdown();
-                        closing = true;
-                    }
-                    // HTTP/1.1 is not shut while draining: a new connection has not sent its
-                    // request yet, and a busy one is closed by its answer's Connection: close.
-                    _ = stopped.wait_for(|phase| *phase == Phase::Stopped || (*phase == Phase::Draining && !h1)), if !closing => {
-                        served.as_mut().graceful_shutdown();
-                        closing = true;
-                    }
-                }
-            }
-        }.instrument(span));
+        let driver = Driver {
+            peer,
+            registered,
+            live: live.clone(),
+            builder: builder.clone(),
+            stopped: stopped.clone(),
+            tls: config.tls.clone(),
+            head_timeout: config.header_read_timeout,
+            idle_timeout: config.idle_timeout,
+        };
+        tokio::spawn(driver.drive(stream).instrument(span));
     }
     drop(owned);
     drop(stopped);
+    stop(stopping, config.shutdown_grace).await;
+    flusher.abort();
+    downgrades.flush();
+}
+
+/// hyper's HTTP/1.1 and HTTP/2 settings for the listener's connections.
+fn http_builder(config: &crate::EdgeConfig) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        // The head timeout runs from a head's first byte (connection.rs), not hyper's, which
+        // runs whenever hyper waits for a head and so closed idle keep-alive connections.
+        .header_read_timeout(None)
+        .max_buf_size(config.max_header_bytes.max(8192))
+        // No pipeline_flush: with it hyper's writer reports room to buffer whatever is queued,
+        // so a streamed answer is pulled from the upstream as fast as it comes for a client
+        // that stopped reading (no back-pressure over HTTP/1.1), and an error answered while
+        // request bytes sit unread (431) is never flushed.
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(config.max_header_bytes as u32)
+        .max_concurrent_streams(config.max_concurrent_streams)
+        .keep_alive_interval(Some(Duration::from_secs(30)));
+    builder
+}
+
+/// The listeners are closed: every connection is told, and they get `grace` to finish what
+/// they serve.
+async fn stop(stopping: tokio::sync::watch::Sender<Phase>, grace: Duration) {
     stopping.send_replace(Phase::Stopped);
     tracing::info!(
         connections = stopping.receiver_count(),
@@ -283,12 +196,10 @@ pub async fn serve_all(
     );
     tokio::select! {
         () = stopping.closed() => tracing::info!("all connections closed"),
-        () = tokio::time::sleep(config.shutdown_grace) => {
-            tracing::warn!(grace = ?config.shutdown_grace, "grace period over with requests still in flight; closing them");
+        () = tokio::time::sleep(grace) => {
+            tracing::warn!(grace = ?grace, "grace period over with requests still in flight; closing them");
         }
     }
-    flusher.abort();
-    downgrades.flush();
 }
 
 /// Where the shutdown is.
