@@ -21,7 +21,7 @@ use bytes::buf::Chain;
 use futures_util::future::BoxFuture;
 use h2::Ping;
 use h2::client::{Connection, SendRequest};
-use http::uri::Authority;
+use http::uri::{Authority, Scheme};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use tonic::Status;
@@ -221,6 +221,15 @@ impl Endpoint {
             gauges,
             checked,
         })
+    }
+
+    /// The scheme calls are sent with.
+    pub(super) fn scheme(&self) -> Scheme {
+        if self.tls.is_some() {
+            Scheme::HTTPS
+        } else {
+            Scheme::HTTP
+        }
     }
 
     pub(super) fn outstanding(&self) -> usize {

@@ -45,7 +45,7 @@ impl Check {
     }
 
     async fn one(&self, endpoint: &Arc<Endpoint>, conn: Conn, service: &str) -> Result<(), String> {
-        let call = super::unary::call_on(
+        let call = super::exchange::call_on(
             endpoint,
             conn,
             CHECK,

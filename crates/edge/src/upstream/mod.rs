@@ -3,11 +3,13 @@
 //! ejected when they fail and probed back ([`endpoint`]), optionally health-checked
 //! ([`health`]). Unary calls ([`unary`]) and streams ([`stream`]: tonic's client framing over
 //! the same connections, with a codec that moves protobuf messages as raw bytes) share the
-//! endpoints' HTTP/2 connections, driven straight on the `h2` crate and dialed by
-//! [`connect`]: h2c for `http://` upstreams, TLS (ALPN h2) for `https://` ones.
+//! endpoints' HTTP/2 connections, driven straight on the `h2` crate ([`exchange`]: one call's
+//! request head and answer) and dialed by [`connect`]: h2c for `http://` upstreams, TLS
+//! (ALPN h2) for `https://` ones.
 
 mod connect;
 mod endpoint;
+mod exchange;
 mod health;
 mod pool;
 mod reflection;

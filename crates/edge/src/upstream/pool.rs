@@ -16,15 +16,15 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use http::uri::{Authority, Scheme};
+use http::uri::Authority;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::watch;
 use tonic::Status;
 
 use super::endpoint::{Endpoint, InFlight, Place, StateGauges};
+use super::exchange::Failure;
 use super::health::Check;
 use super::resolve::Resolve;
-use super::unary::Failure;
 use super::{Target, UpstreamOptions};
 use crate::error::SetupError;
 
@@ -194,15 +194,6 @@ impl Pool {
             self.gauges.clone(),
             self.check.as_ref().map(Check::probe),
         )
-    }
-
-    /// The scheme calls are sent with.
-    pub(super) fn scheme(endpoint: &Endpoint) -> Scheme {
-        if endpoint.tls.is_some() {
-            Scheme::HTTPS
-        } else {
-            Scheme::HTTP
-        }
     }
 
     /// The endpoint of a call's next attempt, counted in flight on it: the balancer's choice,

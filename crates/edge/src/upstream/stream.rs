@@ -25,8 +25,8 @@ use tonic::Status;
 use tonic::body::Body as TonicBody;
 
 use super::endpoint::{Endpoint, InFlight, raw_frame};
+use super::exchange::{self, Failure};
 use super::pool::Pool;
-use super::unary::{self, Failure};
 
 const DETAILS: &str = "grpc-status-details-bin";
 
@@ -62,7 +62,7 @@ async fn open(
     let mut headers = parts.headers;
     headers
         .entry(header::USER_AGENT)
-        .or_insert(unary::USER_AGENT);
+        .or_insert(exchange::USER_AGENT);
     // Until the stream is open nothing of the body is taken: a call the upstream provably did
     // not get (its endpoint unreachable, the connection gone before the stream opened) goes
     // once more, on another endpoint when there is one.
@@ -81,10 +81,10 @@ async fn open(
         };
         let mut head = Request::new(());
         *head.method_mut() = parts.method.clone();
-        *head.uri_mut() = unary::call_uri(&endpoint, &path)?;
+        *head.uri_mut() = exchange::call_uri(&endpoint, &path)?;
         *head.headers_mut() = headers.clone();
         pool.calls.inc();
-        match unary::open(&endpoint, &conn, head).await {
+        match exchange::open(&endpoint, &conn, head).await {
             Ok((response, send)) => break (call, conn, response, send),
             Err(failure @ Failure::NotSent(_)) if !retry => failed = Some((endpoint, failure)),
             Err(failure) => return Err(failure.into_status()),
@@ -95,7 +95,7 @@ async fn open(
     tokio::spawn(pipe(body, send));
     let response = response
         .await
-        .map_err(|e| unary::stream_failure(&e, &endpoint.authority).into_status())?;
+        .map_err(|e| exchange::stream_failure(&e, &endpoint.authority).into_status())?;
     endpoint.succeeded();
     let (mut head, recv) = response.into_parts();
     drop_unreadable_details(&mut head.headers);
@@ -169,7 +169,7 @@ pub(crate) struct AnswerBody {
 
 impl AnswerBody {
     fn failure(&self, e: &h2::Error) -> Status {
-        unary::stream_failure(e, &self.authority).into_status()
+        exchange::stream_failure(e, &self.authority).into_status()
     }
 }
 
