@@ -68,7 +68,7 @@ bench-ratios:
 	python3 bench/gen_bodies.py target/bench-bodies
 	$(CARGO) run --release -q -p protogate-transcode --example ratios
 
-# Python's codecs on the same workloads (issue 19 §5): orjson, msgpack and protobuf from and to
+# Python's codecs on the same workloads: orjson, msgpack and protobuf from and to
 # Python objects, MB/s per JSON byte, to set beside `make bench`'s transcoder figures.
 bench-codecs: oracle-env
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r bench/codecs-requirements.txt
@@ -92,14 +92,14 @@ bench-ir:
 bench-ir-transcoder:
 	bench/transcoder_ir.sh
 
-# Memory under a burst (issue 18 §1): 200 concurrent 4 MB JSON bodies over HTTP/1.1, then over
+# Memory under a burst: 200 concurrent 4 MB JSON bodies over HTTP/1.1, then over
 # one HTTP/2 connection; the gateway's peak RSS and RSS for 30 s after (bench/burst.py, h2load).
 bench-burst:
 	$(CARGO) build --release -p protogate -p protogate-tests --bin protogate --bin bench-backend
 	python3 bench/burst.py
 	python3 bench/burst.py --h2
 
-# Fault and soak test (issue 18): the release gateway under mixed unary and streaming load in
+# Fault and soak test: the release gateway under mixed unary and streaming load in
 # every format while its upstream is killed and restarted, sent GOAWAY and hangs one call in ten;
 # checks every answer, RSS and file descriptors (tests/src/bin/soak.rs). Not in `make test`.
 # 20 min by default; `SOAK_SECS=60 make soak` for a short run. Writes target/soak/summary.md.

@@ -259,7 +259,7 @@ where
 /// The body's next frame (`Some(None)` at its end), or None when none came within
 /// `timeout`. The timer is armed only once the frame is not there: a small request's body is
 /// usually in hand when it is first asked for, and a timer per request costs more than the
-/// rest of reading it (`make bench-ir`, BENCHMARKS.md session 10).
+/// rest of reading it (`make bench-ir`, BENCHMARKS.md, history of 2026-12-02).
 async fn next_frame<B: Body + Unpin>(
     body: &mut B,
     timeout: Duration,

@@ -18,7 +18,7 @@ fn main() -> std::process::ExitCode {
 /// given back to the kernel after every request and faulted in again by the next (EchoLogs_1000,
 /// 256 KB bodies: 13-24 page faults a request, a fifth of the pass-through's CPU). The trim
 /// threshold is set to 4 MiB, at most that much free memory kept at the heap's top
-/// (BENCHMARKS.md session 17). `MALLOC_MMAP_THRESHOLD_` and `MALLOC_TRIM_THRESHOLD_` in the
+/// (BENCHMARKS.md, history of 2026-12-04). `MALLOC_MMAP_THRESHOLD_` and `MALLOC_TRIM_THRESHOLD_` in the
 /// environment are left to rule.
 fn give_large_buffers_back() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -1,4 +1,4 @@
-//! Hot reload (issue 15 §1-§3). On SIGHUP, when the config file, a descriptor set or a
+//! Hot reload. On SIGHUP, when the config file, a descriptor set or a
 //! `.proto` file changes on disk (watched with `notify`, changes within [`DEBOUNCE`] taken
 //! together), and — when the schema comes from the upstreams' reflection — every
 //! `schema_refresh` and on a request for a method the schema lacks (at most once per

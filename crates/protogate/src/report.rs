@@ -1,4 +1,4 @@
-//! `protogate report`: a running gateway's migration report (issue 17 §3) in a terminal.
+//! `protogate report`: a running gateway's migration report in a terminal.
 //!
 //! One HTTP/1.1 `GET {URL}/admin/migration.json[?method=GLOB]` (plain http, a current-thread
 //! runtime, everything under `--timeout`), the document `edge::migration::render_json` writes

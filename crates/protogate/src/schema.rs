@@ -1,5 +1,5 @@
 //! The schema a snapshot serves: the files given (`schema_files`), merged with what the
-//! upstreams' gRPC server reflection gives (issue 15 §1; the questions are `edge`'s,
+//! upstreams' gRPC server reflection gives (the questions are `edge`'s,
 //! `Upstreams::reflect`).
 //!
 //! The given files win: services they define are not asked for, and a reflected file with the

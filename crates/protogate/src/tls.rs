@@ -1,4 +1,4 @@
-//! TLS settings from PEM files (issue 13 §1, §2): the listener's certificate, key and client
+//! TLS settings from PEM files: the listener's certificate, key and client
 //! CA, re-read when the files change; upstreams' CA, client certificate and server name.
 //! Every error names the setting and the file, and is a configuration error (exit 64) at
 //! startup.

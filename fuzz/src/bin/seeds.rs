@@ -8,7 +8,7 @@
 //!   protobuf.
 //! - rest_binder: the requests of tests/tests/rest.rs and the demo's.
 //! - media_types: the Content-Type and Accept values of the edge's negotiation tests.
-//! - config: deploy/protogate.toml, README.md's TOML blocks and a few more.
+//! - config: deploy/protogate.toml, the TOML blocks of README.md and docs/, and a few more.
 //!
 //! Each seed is at most 16 KiB; OUT/<target>/ is written afresh.
 
@@ -220,15 +220,22 @@ const CONFIGS: &[&str] = &[
     "upstream = \"http://h:1\"\nprotos = [\"a.proto\"]\nmax_stream_bytes = 1\n",
 ];
 
-/// README.md's ```toml blocks.
+/// The ```toml blocks of README.md and the docs pages that show configuration.
 fn readme_configs() -> Vec<String> {
-    let readme = include_str!("../../../README.md");
-    readme
-        .split("```toml\n")
-        .skip(1)
-        .filter_map(|b| b.split("```").next())
-        .map(str::to_owned)
-        .collect()
+    [
+        include_str!("../../../README.md"),
+        include_str!("../../../docs/configuration.md"),
+        include_str!("../../../docs/rest.md"),
+        include_str!("../../../docs/tls.md"),
+        include_str!("../../../docs/upstreams.md"),
+        include_str!("../../../docs/migration.md"),
+        include_str!("../../../docs/operations.md"),
+    ]
+    .into_iter()
+    .flat_map(|doc| doc.split("```toml\n").skip(1))
+    .filter_map(|b| b.split("```").next())
+    .map(str::to_owned)
+    .collect()
 }
 
 fn main() {

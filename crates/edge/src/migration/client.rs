@@ -1,4 +1,4 @@
-//! Who the client is (issue 17 §1): `x-client-id`, else the configured `client_id_header`,
+//! Who the client is: `x-client-id`, else the configured `client_id_header`,
 //! else the verified mTLS identity, else the User-Agent's product token (`okhttp/4.12.0
 //! (Linux)` → `okhttp`, version `4.12.0`), else `-`.
 //!

@@ -1,4 +1,4 @@
-//! Migration insight (issue 17): who still speaks JSON, what it costs, and a JSON sunset
+//! Migration insight: who still speaks JSON, what it costs, and a JSON sunset
 //! policy with brownouts. Pure and I/O-free: times are parameters, nothing here logs, reads
 //! a clock, or touches a socket; the request path, the config and the admin endpoints call it.
 //!

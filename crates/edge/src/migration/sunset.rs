@@ -1,4 +1,4 @@
-//! The JSON sunset policy (issue 17 §4): per method, service or package glob, a deprecation
+//! The JSON sunset policy: per method, service or package glob, a deprecation
 //! date (JSON answers carry `Deprecation`, RFC 9745, and `Sunset`, RFC 8594), a sunset date
 //! (JSON refused from then on), brownout windows (JSON refused inside them) and clients exempt
 //! from all of it.

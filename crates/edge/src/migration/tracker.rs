@@ -1,4 +1,4 @@
-//! Who still speaks JSON (issue 17 §1) and what it costs (§2): per method, exact totals by
+//! Who still speaks JSON and what it costs: per method, exact totals by
 //! request and response format; the top clients by volume in bounded memory; unknown-field
 //! drops; the JSON share of the last 24 h; and the cost of conversions.
 //!

@@ -1,4 +1,4 @@
-//! TLS on the listener (issue 13 §1): the handshake, under the header timeout like a plain
+//! TLS on the listener: the handshake, under the header timeout like a plain
 //! connection's first bytes, with the certificate in force when the connection came; the
 //! verified client certificate's identity. The binary reads the files and replaces the
 //! certificate when they change ([`ListenerTls::replace`]); connections already open keep the

@@ -411,7 +411,7 @@ async fn dial(endpoint: Arc<Endpoint>, done: watch::Sender<Option<Result<Conn, S
             // Upstreams may send DATA frames of up to 256 KiB (HTTP/2's default is 16 KiB).
             // h2's reader makes room for the rest of the frame it reads, so the frame size
             // bounds each read: a 150 KB answer took ≈ 19 reads of ≈ 8 KiB, now ≈ 4
-            // (BENCHMARKS.md, session 19). Larger frames would interleave other streams'
+            // (BENCHMARKS.md, history of 2026-12-04). Larger frames would interleave other streams'
             // frames on the connection more coarsely for answers past 256 KiB.
             .max_frame_size(256 << 10)
             .max_header_list_size(16 << 10)

@@ -554,7 +554,7 @@ pub(crate) fn decode_binary_header(value: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// A method's `:path`, made once per thread and method and cloned after (parsing and copying
-/// it on every call cost ≈ 560 instructions, BENCHMARKS.md session 10). The paths are the
+/// it on every call cost ≈ 560 instructions, BENCHMARKS.md, history of 2026-12-02). The paths are the
 /// schema's methods', so the map is as bounded as the schema; it starts over past
 /// `MAX_MADE_PATHS`, should reloads keep adding methods.
 fn method_path(path: &str) -> Result<PathAndQuery, Status> {

@@ -242,7 +242,7 @@ impl Pool {
     /// up to [`BATCH`] calls in a row: calls that arrive together — the requests one read of
     /// a client connection brings — then share one upstream connection, whose writes and
     /// reads carry all their frames. Split over two connections they cost twice the system
-    /// calls (BENCHMARKS.md, sessions 9 and 10). Once the frames are written the next call
+    /// calls (BENCHMARKS.md, history of 2026-12-01 and 2026-12-02). Once the frames are written the next call
     /// is the balancer's again: a burst is placed by the balancer one batch at a time.
     fn keep(
         &self,

@@ -1,4 +1,4 @@
-//! The schema from the upstreams' gRPC server reflection (issue 15 §1): each upstream's
+//! The schema from the upstreams' gRPC server reflection: each upstream's
 //! `grpc.reflection.v1.ServerReflection` (or `v1alpha`, when v1 is unimplemented) lists its
 //! services and gives the files that define them, then every file those import, by name,
 //! until the set is closed. The calls go through the upstream's pool: its endpoints, TLS

@@ -91,7 +91,7 @@ pub(super) async fn call(
 
 /// The headers every unary call sends (`compress`: its message gzipped), built once and
 /// cloned: a clone copies the entries of a map already laid out, where inserting them one by
-/// one hashed and placed each (`make bench-ir`, BENCHMARKS.md session 10).
+/// one hashed and placed each (`make bench-ir`, BENCHMARKS.md, history of 2026-12-02).
 fn call_headers(compress: bool) -> HeaderMap {
     fn build(compress: bool) -> HeaderMap {
         let mut headers = HeaderMap::with_capacity(16);

@@ -398,7 +398,7 @@ fn bad_values_are_named() {
     }
 }
 
-/// The limits of issue 18, from the file.
+/// The admission limits (max_concurrent_requests, max_inflight_bytes, …), from the file.
 #[test]
 fn limits_from_the_file() {
     let limits = FileConfig::parse(
