@@ -8,30 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use prometheus_client::metrics::gauge::Gauge;
 
 use crate::error::EdgeError;
-
-/// Why a request or a connection was refused: the `reason` of `protogate_shed_total`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShedReason {
-    /// `max_concurrent_requests` requests were in flight.
-    Requests,
-    /// The upstream had `max_concurrent_requests_per_upstream` calls in flight.
-    UpstreamRequests,
-    /// `max_inflight_bytes` of request bodies were held.
-    Memory,
-    /// `max_connections` connections were open and none of them idle.
-    Connections,
-}
-
-impl ShedReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ShedReason::Requests => "concurrency",
-            ShedReason::UpstreamRequests => "upstream_concurrency",
-            ShedReason::Memory => "memory",
-            ShedReason::Connections => "connections",
-        }
-    }
-}
+use crate::shed::ShedReason;
 
 /// A count with a ceiling (`usize::MAX`: none).
 #[derive(Debug)]

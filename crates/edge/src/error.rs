@@ -146,7 +146,7 @@ pub enum EdgeError {
     /// A fault of ours.
     Internal(String),
     /// Refused at once because a limit was reached (503 with `Retry-After`).
-    Shed(crate::admission::ShedReason),
+    Shed(crate::shed::ShedReason),
     /// JSON on a method whose JSON is past its sunset or in a brownout (`[[json_sunset]]`):
     /// 406, or 415 when the body was JSON; rendered in JSON whatever was asked.
     JsonRefused {
@@ -244,7 +244,7 @@ impl fmt::Display for EdgeError {
             DeadlineExceeded => f.write_str("upstream did not answer before the deadline"),
             Upstream(u) => f.write_str(&u.message),
             Shed(reason) => {
-                use crate::admission::ShedReason::*;
+                use crate::shed::ShedReason::*;
                 let limit = match reason {
                     Requests => "max_concurrent_requests requests in flight",
                     UpstreamRequests => {

@@ -18,6 +18,7 @@
 //! - [`migration`]: who still speaks JSON, what it costs, the JSON sunset policy (pure).
 //! - [`error`]: edge errors and their mapping to HTTP status and google.rpc.Status.
 //! - `admission`: the request, upstream and byte limits requests are admitted under.
+//! - `shed`: why a request or a connection is refused ([`ShedReason`]).
 //! - [`cors`]: CORS preflights and headers.
 //! - [`coding`]: content codings: answers compressed, request bodies decoded.
 //! - [`trace`]: the spans of requests and upstream calls, for an exporter the binary supplies.
@@ -37,16 +38,17 @@ pub mod negotiate;
 pub mod protocol;
 pub mod server;
 pub mod service;
+mod shed;
 pub mod trace;
 mod transport;
 pub mod upstream;
 
 use std::time::Duration;
 
-pub use admission::ShedReason;
 pub use error::{EdgeError, SetupError};
 pub use server::{serve, serve_admin, serve_all};
 pub use service::{Edge, Live, schema_digest};
+pub use shed::ShedReason;
 pub use upstream::{
     Reflected, ReflectedFile, ReflectionQuery, Resolution, Resolve, SystemResolver, Target,
     UpstreamOptions, UpstreamSpec, UpstreamTls, Upstreams,
