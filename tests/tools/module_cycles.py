@@ -17,7 +17,8 @@ The graph
 - `mod x;` is a declaration, not an import: it makes no edge.
 - Edges come from `use` declarations (`crate::`, `super::`, `self::` and child-relative
   paths, nested `{…}` trees included) and from paths in code (`crate::a::b::Item`,
-  `super::Item`, `child::Item`). A path is resolved the way rustc resolves it, as far as a
+  `super::Item`, `child::Item`, and `m::Item` after `use crate::m;`: a module imported by
+  name counts where its items are named). A path is resolved the way rustc resolves it, as far as a
   token scan can: segments walk down through module files, and the first item segment is
   looked up in the module reached; an item that module only imports (`use`/`pub use`) is
   followed to the module that defines it. So `crate::EdgeError`, re-exported by lib.rs from
@@ -519,12 +520,15 @@ def collect_edges(mods: dict[str, Module], res: Resolver) -> list[Edge]:
             if r and r[1] != mod.name:
                 edges.append(Edge(mod.name, r[1], mod.file, line, text))
 
-        # use declarations
-        leaves = list(mod.imports.values()) + mod.globs
-        for leaf in leaves:
-            if leaf.path[-1] == "*":
-                continue  # globs: by the names used, below
-            add(res.path(mod.name, leaf.path, leaf.inline_depth), leaf.line, leaf.text)
+        # use declarations; a module imported by name (`use crate::server;`) makes its edges
+        # where its items are named (`server::ListenerTls`), below
+        module_aliases: dict[str, str] = {}
+        for key, leaf in mod.imports.items():
+            r = res.path(mod.name, leaf.path, leaf.inline_depth)
+            if r and r[0] == "module":
+                module_aliases[key.split(":", 1)[1] if key.startswith("#local") else key] = r[1]
+                continue
+            add(r, leaf.line, leaf.text)
         in_use = set()
         for a, b in mod.use_spans:
             in_use.update(range(a, b + 1))
@@ -554,6 +558,8 @@ def collect_edges(mods: dict[str, Module], res: Resolver) -> list[Edge]:
             if len(segs) > 1 and (segs[0] in ("crate", "super", "self") or segs[0] in mod.children
                                   or segs[0] in mod.inline_mods):
                 add(res.path(mod.name, segs, mod.inline_depth[i]), t.line, "::".join(segs))
+            elif len(segs) > 1 and segs[0] in module_aliases:
+                add(res.path(module_aliases[segs[0]], ["self"] + segs[1:]), t.line, "::".join(segs))
             elif segs[0] not in KEYWORDS and segs[0] not in local_names and mod.globs:
                 nxt = toks[j].text if j < len(toks) else ""
                 if not (nxt == ":" or prev in ITEM_KEYWORDS or prev == "let"):
