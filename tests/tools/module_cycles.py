@@ -717,7 +717,7 @@ def main(argv: list[str]) -> int:
                 adj.setdefault(e.src, set()).add(e.dst)
             rel = lambda p: os.path.relpath(p, repo)  # noqa: E731
             if show_edges:
-                print(f"== {label}: {len(kept)} edges")
+                print(f"== {label}: {len(set(kept))} edges")
                 for e in sorted(set(kept), key=lambda e: (e.src, e.dst, e.line)):
                     print(f"  {full(e.src)} -> {full(e.dst)}   {rel(e.file)}:{e.line}  {e.text}")
             comps = sccs(sorted(mods), adj)
