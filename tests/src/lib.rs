@@ -7,6 +7,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
@@ -417,6 +418,171 @@ pub fn start_gateway_on(
             let _ = stopped.await;
         })
         .await;
+    });
+    (Running::new(addr, stop, task), gateway)
+}
+
+// === the gateway from a configuration file ===
+
+/// The v1 test schema's file under `proto/` (what [`v1_schema`] compiles).
+pub const V1_PROTO: &str = "test/svc/v1/testsvc.proto";
+
+/// The library schema's file under `proto/` (what [`library::schema`] compiles).
+pub const LIBRARY_PROTO: &str = "test/rest/v1/library.proto";
+
+/// A directory of the test's own under the system's temporary one, removed with what was
+/// written in it when dropped: a configuration's files (certificates, keys) go there.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("protogate-tests-{}-{n}-{name}", std::process::id()));
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Writes `contents` to `name` in the directory, whole or not at all (a file written
+    /// beside it, then renamed over it: a reader never sees half of it); returns its path.
+    pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.0.join(name);
+        let partial = self.0.join(format!(".{name}.partial"));
+        std::fs::write(&partial, contents)
+            .and_then(|()| std::fs::rename(&partial, &path))
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A configuration file's text read and resolved by the binary's own loader, as `protogate
+/// serve --config DIR/FILE` does when no flag is given: `FileConfig::parse` (relative paths
+/// under `dir`), then `resolve`. Nothing is opened or bound. Panics with the loader's message
+/// when it refuses the text.
+pub fn config_from_toml(toml: &str, dir: &Path) -> protogate::config::Resolved {
+    try_config_from_toml(toml, dir)
+        .unwrap_or_else(|e| panic!("the configuration is refused: {e}\n{toml}"))
+}
+
+/// [`config_from_toml`], the loader's refusal returned.
+pub fn try_config_from_toml(
+    toml: &str,
+    dir: &Path,
+) -> Result<protogate::config::Resolved, protogate::config::ConfigError> {
+    let file = protogate::config::FileConfig::parse(toml, dir)?;
+    // No flag: `serve --config FILE` alone (the flags' defaults, as `protogate::check_config`).
+    protogate::config::resolve(Default::default(), file)
+}
+
+/// A test gateway's configuration file: what every one says (`listen` on 127.0.0.1:0,
+/// `upstream`, the schema's `.proto` file under `proto/` and its directory as the include),
+/// then `toml`, the settings under test (top-level keys first, then tables).
+pub fn gateway_toml(upstream: &str, proto: &str, toml: &str) -> String {
+    let proto = workspace().join("proto").join(proto);
+    let includes = proto.parent().expect("the proto's directory");
+    format!(
+        "listen = \"127.0.0.1:0\"\nupstream = {upstream:?}\nprotos = [{:?}]\nincludes = [{:?}]\n{toml}",
+        proto.display().to_string(),
+        includes.display().to_string(),
+    )
+}
+
+/// Starts the real gateway in-process from a configuration file's text (see
+/// [`gateway_toml`]: the test's `toml` names the settings under test), with the v1 test
+/// schema, in front of `upstream`; relative paths are under the workspace's root.
+pub async fn start_gateway_toml(toml: &str, upstream: &str) -> (Running, Arc<edge::Edge>) {
+    start_gateway_toml_in(workspace(), toml, upstream).await
+}
+
+/// [`start_gateway_toml`] with relative paths (the TLS files, say) under `dir`.
+pub async fn start_gateway_toml_in(
+    dir: &Path,
+    toml: &str,
+    upstream: &str,
+) -> (Running, Arc<edge::Edge>) {
+    let resolved = config_from_toml(&gateway_toml(upstream, V1_PROTO, toml), dir);
+    start_resolved(v1_schema(), resolved)
+}
+
+/// The library backend with the real gateway in front of it, the gateway started from a
+/// configuration file's text as [`start_gateway_toml`] does, with the library schema.
+pub async fn start_library_toml(toml: &str) -> library::Stack {
+    let (backend, stats) = library::start().await;
+    let upstream = format!("http://{}", backend.addr);
+    let resolved = config_from_toml(&gateway_toml(&upstream, LIBRARY_PROTO, toml), workspace());
+    let (gw, edge) = start_resolved(library::schema(), resolved);
+    library::Stack {
+        backend,
+        gw,
+        stats,
+        edge,
+    }
+}
+
+/// Starts the real gateway in-process from a resolved configuration, wired as `protogate
+/// serve` wires it (crates/protogate/src/run.rs): the upstreams from
+/// `protogate::upstream_specs` (each `https://` one's TLS from its files), the listener's TLS
+/// loaded from its files (`[tls]`: certificate, key, client CA, client_auth) and watched for
+/// changes, `listen` bound, all served by `edge::serve_all`. The schema is `schema`, the one
+/// the configuration's files name, compiled once per test process. The admin listener,
+/// reflection and OpenTelemetry are not started here: a configuration with them is refused.
+pub fn start_resolved(
+    schema: transcode::Schema,
+    mut resolved: protogate::config::Resolved,
+) -> (Running, Arc<edge::Edge>) {
+    init_logs();
+    assert!(
+        resolved.admin_listen.is_none() && resolved.reflection.is_none() && resolved.otel.is_none(),
+        "start_resolved starts no admin listener, reflection or OpenTelemetry export"
+    );
+    let (default, services) = protogate::upstream_specs(&resolved)
+        .unwrap_or_else(|e| panic!("the upstreams' settings: {e}"));
+    let upstreams = edge::Upstreams::build(
+        default,
+        services,
+        resolved.edge.max_response_bytes,
+        resolved.upstream_options,
+        Arc::new(edge::SystemResolver),
+    )
+    .unwrap_or_else(|e| panic!("the upstreams: {e}"));
+    // As `serve`: the certificate loaded now (a bad one is a configuration error), then
+    // watched.
+    let tls_watch = resolved.tls.as_ref().map(|files| {
+        let loaded = files
+            .load()
+            .unwrap_or_else(|e| panic!("the listener's TLS: {e}"));
+        resolved.edge.tls = Some(loaded.tls.clone());
+        loaded.watch(files.clone())
+    });
+    let gateway = Arc::new(
+        edge::Edge::new(schema, upstreams, resolved.edge.clone())
+            .unwrap_or_else(|e| panic!("the gateway: {e}")),
+    );
+    let listeners = resolved.listen.bind().expect("bind gateway");
+    assert_eq!(listeners.len(), 1, "listen is one address");
+    let addr = listeners[0].local_addr().expect("addr");
+    let live = edge::Live::new(gateway.clone());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        edge::serve_all(listeners, live, async {
+            let _ = stopped.await;
+        })
+        .await;
+        if let Some(watch) = tls_watch {
+            watch.abort();
+        }
     });
     (Running::new(addr, stop, task), gateway)
 }

@@ -18,13 +18,22 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
-use crate::{Answer, Running, within};
+use crate::{Answer, Running, TempDir, within};
 
 /// A certificate and its key, as PEM text (what files hold).
 #[derive(Clone, Debug)]
 pub struct Pem {
     pub cert: String,
     pub key: String,
+}
+
+impl Pem {
+    /// Writes the certificate to `NAME.pem` and the key to `NAME.key` in `dir` (for a
+    /// configuration file's `cert` and `key`, say).
+    pub fn write(&self, dir: &TempDir, name: &str) {
+        dir.write(&format!("{name}.pem"), &self.cert);
+        dir.write(&format!("{name}.key"), &self.key);
+    }
 }
 
 /// A certificate authority made for one test.
@@ -87,6 +96,12 @@ impl Ca {
         }
     }
 
+    /// Writes the CA's certificate to `NAME.pem` in `dir` (for a configuration file's
+    /// `client_ca` or `ca`).
+    pub fn write(&self, dir: &TempDir, name: &str) {
+        dir.write(&format!("{name}.pem"), self.pem());
+    }
+
     /// Roots holding this CA alone.
     pub fn roots(&self) -> Arc<RootCertStore> {
         let mut roots = RootCertStore::empty();
@@ -103,37 +118,23 @@ fn chain(pem: &Pem) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
     (certs, key)
 }
 
-/// A server's settings: `pem` as its certificate; client certificates from `clients`
-/// required.
+/// A server's settings (the TLS backend's): `pem` as its certificate; client certificates
+/// from `clients` required. The gateway's listener gets its settings from `[tls]` through the
+/// binary's loader instead (`crate::start_gateway_toml_in`, [`Pem::write`]).
 pub fn server_config(pem: &Pem, clients: Option<&Ca>) -> ServerConfig {
-    if let Some(ca) = clients {
-        return server_config_with(pem, ca, false);
-    }
     let (certs, key) = chain(pem);
-    ServerConfig::builder_with_provider(provider())
+    let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .expect("server config")
-}
-
-/// A server's settings: `pem` as its certificate, client certificates from `clients` asked
-/// for (and required unless `optional`).
-pub fn server_config_with(pem: &Pem, clients: &Ca, optional: bool) -> ServerConfig {
-    let (certs, key) = chain(pem);
-    let verifier = WebPkiClientVerifier::builder_with_provider(clients.roots(), provider());
-    let verifier = if optional {
-        verifier.allow_unauthenticated()
-    } else {
-        verifier
+        .expect("versions");
+    let builder = match clients {
+        Some(ca) => builder.with_client_cert_verifier(
+            WebPkiClientVerifier::builder_with_provider(ca.roots(), provider())
+                .build()
+                .expect("verifier"),
+        ),
+        None => builder.with_no_client_auth(),
     };
-    ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_client_cert_verifier(verifier.build().expect("verifier"))
-        .with_single_cert(certs, key)
-        .expect("server config")
+    builder.with_single_cert(certs, key).expect("server config")
 }
 
 /// A client's settings: servers checked against `ca`, `identity` presented when given,

@@ -4,35 +4,83 @@
 //! while an open one keeps working; `https` upstreams are called over TLS (mTLS too) for
 //! unary and streaming calls, and one whose certificate the gateway cannot verify is a 503
 //! naming the upstream and the reason.
+//!
+//! The gateway's TLS comes from a configuration file's `[tls]` (and `ca`, `client_cert`,
+//! `client_key` for upstreams) through the binary's own loader, the certificates written to
+//! files: `required` and `optional` mean what the loader makes of them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use protogate_tests::tls::{
-    Ca, TlsHttp, client_config, server_config, server_config_with, start_tls_backend,
+use std::time::Duration;
+
+use protogate_tests::tls::{Ca, TlsHttp, client_config, server_config, start_tls_backend};
+use protogate_tests::{
+    Http, Running, TempDir, eventually_async, start_backend, start_gateway_toml_in,
 };
-use protogate_tests::{Http, start_backend, start_gateway, start_gateway_upstreams};
 use serde_json::Value;
 
 const ECHO: &str = "/protogate.test.svc.TestService/Echo";
 const WATCH: &str = "/protogate.test.svc.TestService/Watch";
 const THING: &str = r#"{"id":"7","name":"tls"}"#;
+const PATIENCE: Duration = Duration::from_secs(30);
 
-fn listener_tls(ca: &Ca, cn: &str, clients: Option<&Ca>) -> edge::server::ListenerTls {
-    edge::server::ListenerTls::new(server_config(&ca.server(cn), clients))
+/// A directory holding the gateway's certificate from `ca` (`server.pem`, `server.key`, its
+/// subject `cn`) and, when given, the CA of client certificates (`clients.pem`).
+fn tls_files(ca: &Ca, cn: &str, clients: Option<&Ca>) -> TempDir {
+    let dir = TempDir::new("tls");
+    ca.server(cn).write(&dir, "server");
+    if let Some(clients) = clients {
+        clients.write(&dir, "clients");
+    }
+    dir
+}
+
+/// The real gateway in front of `backend`, its `[tls]` table `cert = "server.pem"`, `key =
+/// "server.key"` and `more` (relative paths: the loader finds them in `dir`).
+async fn tls_gateway(dir: &TempDir, backend: &Running, more: &str) -> Running {
+    let toml = format!("[tls]\ncert = \"server.pem\"\nkey = \"server.key\"\n{more}");
+    let (gw, _) =
+        start_gateway_toml_in(dir.path(), &toml, &format!("http://{}", backend.addr)).await;
+    gw
+}
+
+/// Whether the gateway refuses a client presenting `identity` (none: no certificate). TLS 1.3
+/// clients learn of a refused certificate at their first read, so the request fails if the
+/// handshake did not.
+async fn refused(gw: &Running, ca: &Ca, identity: Option<&protogate_tests::tls::Pem>) -> bool {
+    match TlsHttp::open(gw.addr, client_config(ca, identity, &[b"h2"])).await {
+        Err(_) => true,
+        Ok(mut conn) => conn.post(ECHO, "application/json", THING).await.is_err(),
+    }
+}
+
+/// The client names of the gateway's migration report, asked on `conn`.
+async fn reported_clients(conn: &mut TlsHttp) -> (Vec<String>, Value) {
+    let a = conn
+        .send(
+            http::Request::get("https://127.0.0.1/admin/migration.json")
+                .body(Default::default())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let report: Value = serde_json::from_slice(&a.body).unwrap();
+    let names = report["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["clients"].as_array().unwrap())
+        .filter_map(|c| c["name"].as_str().map(str::to_owned))
+        .collect();
+    (names, report)
 }
 
 #[tokio::test]
 async fn http1_and_http2_are_served_over_tls_by_alpn() {
     let backend = start_backend().await;
     let ca = Ca::new("test CA");
-    let (gw, _) = start_gateway(
-        &format!("http://{}", backend.addr),
-        edge::EdgeConfig {
-            tls: Some(listener_tls(&ca, "gateway", None)),
-            ..Default::default()
-        },
-    )
-    .await;
+    let dir = tls_files(&ca, "gateway", None);
+    let gw = tls_gateway(&dir, &backend, "").await;
     for alpn in [&b"h2"[..], b"http/1.1"] {
         let mut conn = TlsHttp::open(gw.addr, client_config(&ca, None, &[alpn]))
             .await
@@ -70,12 +118,11 @@ async fn http1_and_http2_are_served_over_tls_by_alpn() {
 async fn client_certificates_are_required_checked_and_name_the_client() {
     let backend = start_backend().await;
     let (ca, clients) = (Ca::new("server CA"), Ca::new("client CA"));
-    let (gw, _) = start_gateway(
-        &format!("http://{}", backend.addr),
-        edge::EdgeConfig {
-            tls: Some(listener_tls(&ca, "gateway", Some(&clients))),
-            ..Default::default()
-        },
+    let dir = tls_files(&ca, "gateway", Some(&clients));
+    let gw = tls_gateway(
+        &dir,
+        &backend,
+        "client_ca = \"clients.pem\"\nclient_auth = \"required\"\n",
     )
     .await;
     let billing = clients.client("billing", "spiffe://mesh.test/ns/shop/sa/billing");
@@ -85,49 +132,47 @@ async fn client_certificates_are_required_checked_and_name_the_client() {
     let a = conn.post(ECHO, "application/json", THING).await.unwrap();
     assert_eq!(a.status, 200, "{:?}", a.body);
     // The verified identity names the client that sent JSON.
-    let a = conn
-        .send(
-            http::Request::get("https://127.0.0.1/admin/migration.json")
-                .body(Default::default())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    let report: Value = serde_json::from_slice(&a.body).unwrap();
-    let names: Vec<&str> = report["methods"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|m| m["clients"].as_array().unwrap())
-        .filter_map(|c| c["name"].as_str())
-        .collect();
+    let (names, report) = reported_clients(&mut conn).await;
     assert!(
-        names.contains(&"spiffe://mesh.test/ns/shop/sa/billing"),
+        names
+            .iter()
+            .any(|n| n == "spiffe://mesh.test/ns/shop/sa/billing"),
         "{report}"
     );
-    // Without a certificate, or with one the client CA did not sign: refused. (TLS 1.3
-    // clients learn of it at their first read, so the request fails if the handshake did not.)
+    // Without a certificate, or with one the client CA did not sign: refused.
     let impostor = Ca::new("client CA").client("billing", "spiffe://mesh.test/ns/shop/sa/billing");
     for identity in [None, Some(&impostor)] {
-        let refused = match TlsHttp::open(gw.addr, client_config(&ca, identity, &[b"h2"])).await {
-            Err(_) => true,
-            Ok(mut conn) => conn.post(ECHO, "application/json", THING).await.is_err(),
-        };
-        assert!(refused, "a client without a good certificate was served");
+        assert!(
+            refused(&gw, &ca, identity).await,
+            "a client without a good certificate was served"
+        );
     }
+}
+
+/// `client_auth` left out with a `client_ca`: a certificate is required.
+#[tokio::test]
+async fn a_client_ca_without_client_auth_requires_a_certificate() {
+    let backend = start_backend().await;
+    let (ca, clients) = (Ca::new("server CA"), Ca::new("client CA"));
+    let dir = tls_files(&ca, "gateway", Some(&clients));
+    let gw = tls_gateway(&dir, &backend, "client_ca = \"clients.pem\"\n").await;
+    assert!(
+        refused(&gw, &ca, None).await,
+        "a client without a certificate was served"
+    );
+    let known = clients.client("known", "");
+    assert!(!refused(&gw, &ca, Some(&known)).await);
 }
 
 #[tokio::test]
 async fn optional_client_certificates_let_anonymous_clients_in() {
     let backend = start_backend().await;
     let (ca, clients) = (Ca::new("server CA"), Ca::new("client CA"));
-    let config = server_config_with(&ca.server("gateway"), &clients, true);
-    let (gw, _) = start_gateway(
-        &format!("http://{}", backend.addr),
-        edge::EdgeConfig {
-            tls: Some(edge::server::ListenerTls::new(config)),
-            ..Default::default()
-        },
+    let dir = tls_files(&ca, "gateway", Some(&clients));
+    let gw = tls_gateway(
+        &dir,
+        &backend,
+        "client_ca = \"clients.pem\"\nclient_auth = \"optional\"\n",
     )
     .await;
     let anonymous = client_config(&ca, None, &[b"http/1.1"]);
@@ -139,7 +184,7 @@ async fn optional_client_certificates_let_anonymous_clients_in() {
             .status,
         200
     );
-    let known = clients.client("known", "");
+    let known = clients.client("known", "spiffe://mesh.test/ns/shop/sa/known");
     let mut conn = TlsHttp::open(gw.addr, client_config(&ca, Some(&known), &[b"h2"]))
         .await
         .unwrap();
@@ -150,33 +195,46 @@ async fn optional_client_certificates_let_anonymous_clients_in() {
             .status,
         200
     );
+    // A certificate presented is still verified: it names the client...
+    let (names, report) = reported_clients(&mut conn).await;
+    assert!(
+        names
+            .iter()
+            .any(|n| n == "spiffe://mesh.test/ns/shop/sa/known"),
+        "{report}"
+    );
+    // ...and one the client CA did not sign is refused.
+    let impostor = Ca::new("client CA").client("known", "spiffe://mesh.test/ns/shop/sa/known");
+    assert!(
+        refused(&gw, &ca, Some(&impostor)).await,
+        "a client with a certificate the client CA did not sign was served"
+    );
 }
 
+/// The certificate's files replaced: the gateway reads them again (as the binary does, every
+/// second), new connections get the new certificate, an open one goes on with the old.
 #[tokio::test]
 async fn a_replaced_certificate_serves_new_connections_and_open_ones_go_on() {
     let backend = start_backend().await;
     let ca = Ca::new("test CA");
-    let tls = listener_tls(&ca, "first", None);
-    let (gw, _) = start_gateway(
-        &format!("http://{}", backend.addr),
-        edge::EdgeConfig {
-            tls: Some(tls.clone()),
-            ..Default::default()
-        },
-    )
-    .await;
+    let dir = tls_files(&ca, "first", None);
+    let gw = tls_gateway(&dir, &backend, "").await;
     let mut old = TlsHttp::open(gw.addr, client_config(&ca, None, &[b"h2"]))
         .await
         .unwrap();
     let first = old.server_cert.clone();
-    tls.replace(server_config(&ca.server("second"), None));
-    let new = TlsHttp::open(gw.addr, client_config(&ca, None, &[b"h2"]))
-        .await
-        .unwrap();
-    assert_ne!(
-        new.server_cert, first,
-        "a new connection got the old certificate"
-    );
+    ca.server("second").write(&dir, "server");
+    eventually_async(
+        "a new connection to get the new certificate",
+        PATIENCE,
+        || async {
+            let new = TlsHttp::open(gw.addr, client_config(&ca, None, &[b"h2"]))
+                .await
+                .unwrap();
+            (new.server_cert != first).then_some(())
+        },
+    )
+    .await;
     // The connection made before the rotation still serves.
     let a = old.post(ECHO, "application/json", THING).await.unwrap();
     assert_eq!(a.status, 200);
@@ -192,31 +250,17 @@ async fn https_upstreams_are_called_over_tls_and_mtls() {
     ))
     .await;
     let uri = format!("https://localhost:{}", backend.addr.port());
-    let identity = gateway_ca.client("gateway", "spiffe://mesh.test/gateway");
-    let upstream_tls = |ca: &Ca, identity: Option<&protogate_tests::tls::Pem>| {
-        edge::UpstreamTls::new(
-            client_config(ca, identity, &[]),
-            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
-        )
-    };
-    let gateway = |tls: edge::UpstreamTls| {
-        let upstreams = edge::Upstreams::from_targets(
-            Some(edge::Target {
-                uri: uri.clone(),
-                tls: Some(tls),
-            }),
-            Vec::new(),
-            1 << 26,
-            edge::UpstreamOptions::default(),
-        )
-        .unwrap();
-        start_gateway_upstreams(
-            protogate_tests::v1_schema(),
-            upstreams,
-            edge::EdgeConfig::default(),
-        )
-    };
-    let (gw, _) = gateway(upstream_tls(&upstream_ca, Some(&identity))).await;
+    let dir = TempDir::new("upstream-tls");
+    upstream_ca.write(&dir, "upstream-ca");
+    Ca::new("other CA").write(&dir, "other-ca");
+    gateway_ca
+        .client("gateway", "spiffe://mesh.test/gateway")
+        .write(&dir, "gateway");
+    // The upstreams' TLS settings as a configuration file gives them.
+    let gateway = |toml: &'static str| start_gateway_toml_in(dir.path(), toml, &uri);
+    let mtls =
+        "ca = \"upstream-ca.pem\"\nclient_cert = \"gateway.pem\"\nclient_key = \"gateway.key\"\n";
+    let (gw, _) = gateway(mtls).await;
     for http in [Http::h1(), Http::h2()] {
         let a = http
             .post(gw.addr, ECHO, "application/json", &[], THING)
@@ -235,7 +279,10 @@ async fn https_upstreams_are_called_over_tls_and_mtls() {
         );
     }
     // A CA that did not sign the upstream's certificate: 503 naming the upstream and why.
-    let (wrong, _) = gateway(upstream_tls(&Ca::new("other CA"), Some(&identity))).await;
+    let (wrong, _) = gateway(
+        "ca = \"other-ca.pem\"\nclient_cert = \"gateway.pem\"\nclient_key = \"gateway.key\"\n",
+    )
+    .await;
     let a = Http::h1()
         .post(wrong.addr, ECHO, "application/json", &[], THING)
         .await;
@@ -248,7 +295,7 @@ async fn https_upstreams_are_called_over_tls_and_mtls() {
         "{message}"
     );
     // No client certificate for an upstream that requires one: 503 as well.
-    let (anonymous, _) = gateway(upstream_tls(&upstream_ca, None)).await;
+    let (anonymous, _) = gateway("ca = \"upstream-ca.pem\"\n").await;
     let a = Http::h1()
         .post(anonymous.addr, ECHO, "application/json", &[], THING)
         .await;
