@@ -12,6 +12,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use support::{DEADLINE, Proc, Scratch, eventually, replace, run, stderr};
@@ -136,8 +137,11 @@ fn a_rotated_certificate_is_served_to_new_connections_and_a_broken_one_is_refuse
     let first = open.certificate();
     assert!(open.healthz().contains("200"));
 
-    // cert-manager renews: both files replaced.
+    // cert-manager renews: both files replaced. The gateway may look between the two and
+    // find the new key with the old certificate (a "do not work" line): the waits below
+    // count only lines logged after the step they wait for.
     let (cert2, key2) = ca.server();
+    let before_renewal = gw.log().len();
     replace(&key_path, &key2);
     replace(&cert_path, &cert2);
     let second = eventually("a new connection to get the new certificate", || {
@@ -150,18 +154,38 @@ fn a_rotated_certificate_is_served_to_new_connections_and_a_broken_one_is_refuse
             gw.log().join("\n")
         )
     });
-    gw.wait_for_line("TLS certificate reloaded");
+    assert_eq!(
+        second,
+        CertificateDer::from_pem_slice(cert2.as_bytes()).unwrap(),
+        "not the renewed certificate"
+    );
+    line_after(&gw, before_renewal, "TLS certificate reloaded");
     // The connection opened before is still served.
     assert!(open.healthz().contains("200"));
 
     // A key that does not go with the certificate: logged, the working pair kept.
     let (_, other_key) = ca.server();
+    let before_break = gw.log().len();
     replace(&key_path, &other_key);
-    let warning = gw.wait_for_line("do not work");
+    let warning = line_after(&gw, before_break, "do not work");
     assert!(warning.contains("server.key"), "{warning}");
     let mut conn = Conn::open(addr, ca.client()).unwrap();
     assert_eq!(conn.certificate(), second);
     assert!(conn.healthz().contains("200"));
+}
+
+/// The first of the gateway's stderr lines after its first `from` to contain `needle`, waited
+/// for under the deadline: a line logged before `from` (an earlier step's) does not count.
+fn line_after(gw: &Proc, from: usize, needle: &str) -> String {
+    eventually(&format!("a log line with {needle:?}"), || {
+        gw.log().into_iter().skip(from).find(|l| l.contains(needle))
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no {needle:?} after line {from}; log:\n{}",
+            gw.log().join("\n")
+        )
+    })
 }
 
 #[test]
