@@ -516,13 +516,25 @@ pub async fn start_gateway_toml_in(
     start_resolved(v1_schema(), resolved)
 }
 
+/// [`start_gateway_toml`] with another schema: `schema`, compiled from `proto` (under
+/// `proto/`, as [`V1_PROTO`]), which the configuration names.
+pub async fn start_gateway_toml_with(
+    schema: transcode::Schema,
+    proto: &str,
+    toml: &str,
+    upstream: &str,
+) -> (Running, Arc<edge::Edge>) {
+    let resolved = config_from_toml(&gateway_toml(upstream, proto, toml), workspace());
+    start_resolved(schema, resolved)
+}
+
 /// The library backend with the real gateway in front of it, the gateway started from a
 /// configuration file's text as [`start_gateway_toml`] does, with the library schema.
 pub async fn start_library_toml(toml: &str) -> library::Stack {
     let (backend, stats) = library::start().await;
     let upstream = format!("http://{}", backend.addr);
-    let resolved = config_from_toml(&gateway_toml(&upstream, LIBRARY_PROTO, toml), workspace());
-    let (gw, edge) = start_resolved(library::schema(), resolved);
+    let (gw, edge) =
+        start_gateway_toml_with(library::schema(), LIBRARY_PROTO, toml, &upstream).await;
     library::Stack {
         backend,
         gw,

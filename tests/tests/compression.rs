@@ -2,7 +2,8 @@
 //! zstd, deflate; q-values; a minimum size; protobuf left alone unless configured; `Vary`),
 //! a stream compressed and still readable message by message, compressed request bodies
 //! decoded with the limit on the decoded size (a bomb is 413), an unknown coding 415, and
-//! gzip-compressed gRPC messages to and from upstreams.
+//! gzip-compressed gRPC messages to and from upstreams. Each is configured by its keys in a
+//! configuration file (`[compression]`, `upstream_compression`), read by the binary's loader.
 
 // Test code: a failed unwrap or expect fails the test (they are denied outside tests).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -14,23 +15,17 @@ use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use protogate_tests::{
-    Answer, Http, encode, library, start_backend, start_gateway, start_gzip_backend, within,
+    Answer, Http, LIBRARY_PROTO, encode, library, start_backend, start_gateway_toml,
+    start_gateway_toml_with, start_gzip_backend, start_library_toml, within,
 };
 use serde_json::{Value, json};
 
 const ECHO: &str = "/protogate.test.svc.TestService/Echo";
 const PATIENCE: Duration = Duration::from_secs(30);
 
-fn compression(f: impl FnOnce(&mut edge::coding::CompressionConfig)) -> edge::EdgeConfig {
-    let mut compression = edge::coding::CompressionConfig {
-        enabled: true,
-        ..Default::default()
-    };
-    f(&mut compression);
-    edge::EdgeConfig {
-        compression,
-        ..Default::default()
-    }
+/// `[compression]` with `keys` (none: the table alone, which turns compression on).
+fn compression(keys: &str) -> String {
+    format!("[compression]\n{keys}")
 }
 
 fn decompress(coding: &str, data: &[u8]) -> Vec<u8> {
@@ -81,7 +76,7 @@ async fn echo(
 #[tokio::test]
 async fn answers_in_every_coding_decode_to_the_uncompressed_answer() {
     let backend = start_backend().await;
-    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), compression(|_| {})).await;
+    let (gw, _) = start_gateway_toml(&compression(""), &format!("http://{}", backend.addr)).await;
     for http in [Http::h1(), Http::h2()] {
         let plain = echo(&http, gw.addr, "identity", 5000).await;
         assert_eq!(plain.status, StatusCode::OK);
@@ -160,23 +155,19 @@ async fn only_the_configured_codings_and_formats_are_compressed() {
         }
     };
     // Protobuf is left alone by default (and says nothing of Vary)...
-    let (gw, _) = start_gateway(&upstream, compression(|_| {})).await;
+    let (gw, _) = start_gateway_toml(&compression(""), &upstream).await;
     let w = protobuf(gw.addr).await;
     assert_eq!(w.status, StatusCode::OK);
     assert_eq!(w.header("content-encoding"), None);
     assert!(!varies_on_encoding(&w));
     assert_eq!(w.body, encode(&thing));
     // ...compressed when configured.
-    let (gw, _) = start_gateway(&upstream, compression(|c| c.protobuf = true)).await;
+    let (gw, _) = start_gateway_toml(&compression("protobuf = true\n"), &upstream).await;
     let w = protobuf(gw.addr).await;
     assert_eq!(w.header("content-encoding"), Some("gzip"));
     assert_eq!(decompress("gzip", &w.body), encode(&thing));
     // Only the offered codings; MessagePack is compressed like JSON.
-    let (gw, _) = start_gateway(
-        &upstream,
-        compression(|c| c.algorithms = vec![edge::coding::Coding::Gzip]),
-    )
-    .await;
+    let (gw, _) = start_gateway_toml(&compression("algorithms = [\"gzip\"]\n"), &upstream).await;
     let w = echo(&Http::h1(), gw.addr, "zstd, br", 5000).await;
     assert_eq!(w.header("content-encoding"), None);
     let w = Http::h1()
@@ -194,7 +185,7 @@ async fn only_the_configured_codings_and_formats_are_compressed() {
     assert_eq!(w.header("content-type"), Some("application/msgpack"));
     assert_eq!(w.header("content-encoding"), Some("gzip"));
     // Off (the default): nothing changes.
-    let (gw, _) = start_gateway(&upstream, edge::EdgeConfig::default()).await;
+    let (gw, _) = start_gateway_toml("", &upstream).await;
     let w = echo(&Http::h1(), gw.addr, "gzip", 5000).await;
     assert_eq!(w.header("content-encoding"), None);
     assert!(!varies_on_encoding(&w));
@@ -204,7 +195,7 @@ async fn only_the_configured_codings_and_formats_are_compressed() {
 /// decode from what arrived before the stream ends: compression flushes every frame.
 #[tokio::test]
 async fn a_compressed_stream_is_delivered_message_by_message() {
-    let s = library::start_with_gateway(compression(|_| {})).await;
+    let s = start_library_toml(&compression("")).await;
     for (h2, coding) in [
         (false, "gzip"),
         (true, "zstd"),
@@ -308,12 +299,9 @@ fn compress(coding: &str, data: &[u8]) -> Vec<u8> {
 #[tokio::test]
 async fn compressed_request_bodies_are_decoded_and_held_to_the_limit() {
     let backend = start_backend().await;
-    let (gw, _) = start_gateway(
+    let (gw, _) = start_gateway_toml(
+        "max_body_bytes = 1048576\n",
         &format!("http://{}", backend.addr),
-        edge::EdgeConfig {
-            max_body_bytes: 1 << 20,
-            ..Default::default()
-        },
     )
     .await;
     let thing = big_thing(20_000);
@@ -408,7 +396,7 @@ fn thing_json() -> String {
 /// A client stream's body is decoded as a whole before it is split into messages.
 #[tokio::test]
 async fn a_compressed_request_stream_is_decoded() {
-    let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
+    let s = start_library_toml("").await;
     let lines: String = (0..50)
         .map(|i| {
             format!(
@@ -435,39 +423,18 @@ async fn gzip_messages_from_and_to_upstreams() {
     // An upstream that compresses its answers (unary through the gateway's own client).
     let backend = start_gzip_backend(false).await;
     let upstream = format!("http://{}", backend.addr);
-    let (gw, _) = start_gateway(&upstream, edge::EdgeConfig::default()).await;
+    let (gw, _) = start_gateway_toml("", &upstream).await;
     let w = echo(&Http::h1(), gw.addr, "identity", 5000).await;
     assert_eq!(w.status, StatusCode::OK, "{:?}", w.body);
     assert_eq!(w.json(), big_thing(5000));
 
     // Sending compressed: only to an upstream that takes it.
-    let options = edge::UpstreamOptions {
-        compress_requests: true,
-        ..Default::default()
-    };
-    let refusing = edge::Upstreams::with_options(Some(&upstream), &[], 1 << 26, options).unwrap();
-    let (gw, _) = protogate_tests::start_gateway_upstreams(
-        protogate_tests::v1_schema(),
-        refusing,
-        edge::EdgeConfig::default(),
-    )
-    .await;
+    let gzip = "upstream_compression = \"gzip\"\n";
+    let (gw, _) = start_gateway_toml(gzip, &upstream).await;
     let w = echo(&Http::h1(), gw.addr, "identity", 5000).await;
     assert_eq!(w.status, StatusCode::NOT_IMPLEMENTED, "{:?}", w.body);
     let taking = start_gzip_backend(true).await;
-    let upstreams = edge::Upstreams::with_options(
-        Some(&format!("http://{}", taking.addr)),
-        &[],
-        1 << 26,
-        options,
-    )
-    .unwrap();
-    let (gw, _) = protogate_tests::start_gateway_upstreams(
-        protogate_tests::v1_schema(),
-        upstreams,
-        edge::EdgeConfig::default(),
-    )
-    .await;
+    let (gw, _) = start_gateway_toml(gzip, &format!("http://{}", taking.addr)).await;
     let w = echo(&Http::h1(), gw.addr, "identity", 5000).await;
     assert_eq!(w.status, StatusCode::OK, "{:?}", w.body);
     assert_eq!(w.json(), big_thing(5000));
@@ -477,21 +444,12 @@ async fn gzip_messages_from_and_to_upstreams() {
 #[tokio::test]
 async fn gzip_streams_from_and_to_upstreams() {
     let (backend, _stats) = library::start_serving(true).await;
-    for compress_requests in [false, true] {
-        let upstreams = edge::Upstreams::with_options(
-            Some(&format!("http://{}", backend.addr)),
-            &[],
-            1 << 26,
-            edge::UpstreamOptions {
-                compress_requests,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let (gw, _) = protogate_tests::start_gateway_upstreams(
+    for (compress_requests, upstream_compression) in [(false, "none"), (true, "gzip")] {
+        let (gw, _) = start_gateway_toml_with(
             library::schema(),
-            upstreams,
-            edge::EdgeConfig::default(),
+            LIBRARY_PROTO,
+            &format!("upstream_compression = \"{upstream_compression}\"\n"),
+            &format!("http://{}", backend.addr),
         )
         .await;
         let w = Http::h1()

@@ -2,26 +2,21 @@
 //! call) for an allowed origin, naming what the path accepts; another origin gets 403 and no
 //! allow header; actual answers to an allowed origin carry the origin and the headers a
 //! browser may read (the answer's own grpc-metadata-* included). Not configured: no CORS
-//! headers, and a preflight is an ordinary OPTIONS request.
+//! headers, and a preflight is an ordinary OPTIONS request. CORS is configured by a
+//! configuration file's `[cors]`, read by the binary's loader.
 
-use std::time::Duration;
-
-use protogate_tests::{Http, library, start_backend, start_gateway};
+use protogate_tests::{Http, start_backend, start_gateway_toml, start_library_toml};
 
 const METADATA: &str = "/protogate.test.svc.TestService/Metadata";
 
-fn cors() -> edge::cors::CorsConfig {
-    edge::cors::CorsConfig {
-        allow_origins: vec![
-            "https://app.example.com".into(),
-            "https://*.example.org".into(),
-        ],
-        expose_headers: vec!["x-served-by".into()],
-        allow_credentials: true,
-        max_age: Some(Duration::from_secs(600)),
-        ..Default::default()
-    }
-}
+/// `[cors]`: two origins (one a wildcard), credentials, a max age in minutes (600 s).
+const CORS: &str = r#"
+[cors]
+allow_origins = ["https://app.example.com", "https://*.example.org"]
+expose_headers = ["x-served-by"]
+allow_credentials = true
+max_age = "10m"
+"#;
 
 fn preflight<'a>(origin: &'a str, method: &'a str) -> [(&'a str, &'a str); 3] {
     [
@@ -33,11 +28,7 @@ fn preflight<'a>(origin: &'a str, method: &'a str) -> [(&'a str, &'a str); 3] {
 
 #[tokio::test]
 async fn preflights_are_answered_for_routed_paths_and_allowed_origins() {
-    let stack = library::start_with_gateway(edge::EdgeConfig {
-        cors: Some(cors()),
-        ..Default::default()
-    })
-    .await;
+    let stack = start_library_toml(CORS).await;
     let addr = stack.gw.addr;
     let http = Http::h1();
     for (path, origin) in [
@@ -98,11 +89,7 @@ async fn preflights_are_answered_for_routed_paths_and_allowed_origins() {
 #[tokio::test]
 async fn answers_to_an_allowed_origin_say_what_it_may_read() {
     let backend = start_backend().await;
-    let config = edge::EdgeConfig {
-        cors: Some(cors()),
-        ..Default::default()
-    };
-    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), config).await;
+    let (gw, _) = start_gateway_toml(CORS, &format!("http://{}", backend.addr)).await;
     let http = Http::h2();
     let a = http
         .post(
@@ -145,7 +132,7 @@ async fn answers_to_an_allowed_origin_say_what_it_may_read() {
 
 #[tokio::test]
 async fn without_cors_a_preflight_is_an_ordinary_options_request() {
-    let stack = library::start_with_gateway(edge::EdgeConfig::default()).await;
+    let stack = start_library_toml("").await;
     let a = Http::h1()
         .request(
             "OPTIONS",

@@ -3,7 +3,8 @@
 //! and a client stream), and the largest request head (`max_header_bytes`) at a non-default
 //! value, over HTTP/1.1 and HTTP/2. Every wait has a deadline; none assumes a fast or quiet
 //! machine: the short limits configured here are lower bounds the tests check, and the upper
-//! bounds are many times longer.
+//! bounds are many times longer. The limits under test are set by their keys in a
+//! configuration file, read by the binary's loader.
 
 // Test code: a failed unwrap or expect fails the test (they are denied outside tests).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,7 +18,8 @@ use http::{Request, StatusCode};
 use http_body::Frame;
 use http_body_util::{Full, StreamBody};
 use protogate_tests::{
-    Http, eventually, library, metric, read_to_close, start_backend, start_gateway, within,
+    Http, eventually, metric, read_to_close, start_backend, start_gateway, start_gateway_toml,
+    start_library_toml, within,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -41,11 +43,8 @@ const CUT_OFF_WITHIN: Duration = Duration::from_secs(9);
 async fn a_client_that_stalls_in_its_request_head_is_cut_off() {
     let backend = start_backend().await;
     let limit = Duration::from_millis(500);
-    let cfg = edge::EdgeConfig {
-        header_read_timeout: limit,
-        ..Default::default()
-    };
-    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    let cfg = format!("header_read_timeout = \"{}ms\"\n", limit.as_millis());
+    let (gw, _) = start_gateway_toml(&cfg, &format!("http://{}", backend.addr)).await;
     // A client that sends nothing at all, and one that sends part of HTTP/2's preface (before
     // either, hyper's own head timer has not started), are cut off alike.
     let connected = Instant::now();
@@ -103,11 +102,8 @@ async fn a_client_that_stalls_in_its_request_head_is_cut_off() {
 async fn a_unary_body_that_stalls_is_answered_408() {
     let backend = start_backend().await;
     let limit = Duration::from_millis(500);
-    let cfg = edge::EdgeConfig {
-        body_read_timeout: limit,
-        ..Default::default()
-    };
-    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    let cfg = format!("body_read_timeout = \"{}ms\"\n", limit.as_millis());
+    let (gw, _) = start_gateway_toml(&cfg, &format!("http://{}", backend.addr)).await;
     let mut stream = TcpStream::connect(gw.addr).await.unwrap();
     let started = Instant::now();
     stream
@@ -136,11 +132,7 @@ async fn a_unary_body_that_stalls_is_answered_408() {
 #[tokio::test]
 async fn a_client_stream_may_pause_but_one_that_stalls_is_answered_408_and_cancelled() {
     let limit = Duration::from_secs(3);
-    let s = library::start_with_gateway(edge::EdgeConfig {
-        body_read_timeout: limit,
-        ..Default::default()
-    })
-    .await;
+    let s = start_library_toml(&format!("body_read_timeout = \"{}s\"\n", limit.as_secs())).await;
     let uri = format!("http://{}/v1/books:import", s.gw.addr);
     let book = |t: &str| Frame::data(Bytes::from(format!("{{\"title\":\"{t}\"}}\n")));
 
@@ -222,7 +214,7 @@ async fn max_header_bytes_bounds_the_http1_head() {
     let backend = start_backend().await;
     let upstream = format!("http://{}", backend.addr);
     let max = 32 * 1024;
-    let (gw, _) = start_gateway(&upstream, max_header_bytes(max)).await;
+    let (gw, _) = start_gateway_toml(&max_header_bytes(max), &upstream).await;
     assert_eq!(
         http1_status(gw.addr, max).await,
         Some(200),
@@ -238,7 +230,7 @@ async fn max_header_bytes_bounds_the_http1_head() {
     // A limit that is not a power of two holds too (hyper's own bound, its read buffer, grows
     // by doubling: it let a 32 KiB head through a 24 KiB limit).
     for max in [24 * 1024, 20_000] {
-        let (gw, _) = start_gateway(&upstream, max_header_bytes(max)).await;
+        let (gw, _) = start_gateway_toml(&max_header_bytes(max), &upstream).await;
         assert_eq!(http1_status(gw.addr, max).await, Some(200), "{max}");
         assert_eq!(http1_status(gw.addr, max + 1).await, Some(431), "{max} + 1");
         assert_eq!(
@@ -249,11 +241,8 @@ async fn max_header_bytes_bounds_the_http1_head() {
     }
 }
 
-fn max_header_bytes(max: usize) -> edge::EdgeConfig {
-    edge::EdgeConfig {
-        max_header_bytes: max,
-        ..Default::default()
-    }
+fn max_header_bytes(max: usize) -> String {
+    format!("max_header_bytes = {max}\n")
 }
 
 /// The status of the answer to an Echo whose head is exactly `size` bytes (a filler header
@@ -399,7 +388,8 @@ async fn malformed_http1_framing_is_answered_and_the_connection_closed() {
 async fn max_header_bytes_bounds_the_http2_header_list() {
     let backend = start_backend().await;
     let max = 24 * 1024;
-    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), max_header_bytes(max)).await;
+    let (gw, _) =
+        start_gateway_toml(&max_header_bytes(max), &format!("http://{}", backend.addr)).await;
     let http = Http::h2();
     let authority = gw.addr.to_string();
     // What the client sends besides the filler: the four pseudo-header fields, the content

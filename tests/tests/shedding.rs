@@ -1,14 +1,15 @@
 //! Load shedding: over `max_concurrent_requests`, `max_concurrent_requests_per_upstream` or
 //! `max_inflight_bytes` a request is answered 503 at once, with `Retry-After`, a Status body
 //! naming the limit, and `protogate_shed_total{reason}` counting it; never queued. What was
-//! taken is given back when a request ends, however it ends.
+//! taken is given back when a request ends, however it ends. Each limit is set by its key in
+//! a configuration file, read by the binary's loader.
 
 // Test code: a failed unwrap or expect fails the test (they are denied outside tests).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
-use protogate_tests::{Http, eventually, metric, start_backend, start_gateway};
+use protogate_tests::{Http, eventually, metric, start_backend, start_gateway_toml};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -47,11 +48,8 @@ async fn echo(http: &Http, addr: std::net::SocketAddr, body: &str) -> protogate_
 #[tokio::test]
 async fn requests_past_max_concurrent_requests_are_shed_until_one_ends() {
     let backend = start_backend().await;
-    let config = edge::EdgeConfig {
-        max_concurrent_requests: 2,
-        ..Default::default()
-    };
-    let (gw, edge) = start_gateway(&format!("http://{}", backend.addr), config).await;
+    let config = "max_concurrent_requests = 2\n";
+    let (gw, edge) = start_gateway_toml(config, &format!("http://{}", backend.addr)).await;
     let in_flight = || metric(&edge.metrics().render(), "protogate_requests_in_flight");
     let one = slow_call(gw.addr).await;
     let _two = slow_call(gw.addr).await;
@@ -83,11 +81,8 @@ async fn requests_past_max_concurrent_requests_are_shed_until_one_ends() {
 #[tokio::test]
 async fn calls_past_the_upstream_limit_are_shed() {
     let backend = start_backend().await;
-    let config = edge::EdgeConfig {
-        max_concurrent_requests_per_upstream: Some(1),
-        ..Default::default()
-    };
-    let (gw, edge) = start_gateway(&format!("http://{}", backend.addr), config).await;
+    let config = "max_concurrent_requests_per_upstream = 1\n";
+    let (gw, edge) = start_gateway_toml(config, &format!("http://{}", backend.addr)).await;
     let one = slow_call(gw.addr).await;
     eventually("the call in flight", PATIENCE, || {
         (metric(&edge.metrics().render(), "protogate_requests_in_flight") == 1.0).then_some(())
@@ -119,12 +114,8 @@ async fn calls_past_the_upstream_limit_are_shed() {
 #[tokio::test]
 async fn bodies_past_max_inflight_bytes_are_shed_before_they_are_read() {
     let backend = start_backend().await;
-    let config = edge::EdgeConfig {
-        max_body_bytes: 1000,
-        max_inflight_bytes: 1000,
-        ..Default::default()
-    };
-    let (gw, edge) = start_gateway(&format!("http://{}", backend.addr), config).await;
+    let config = "max_body_bytes = 1000\nmax_inflight_bytes = 1000\n";
+    let (gw, edge) = start_gateway_toml(config, &format!("http://{}", backend.addr)).await;
     let held = || metric(&edge.metrics().render(), "protogate_request_bytes_held");
     // An upload of 600 bytes that sent only its head.
     let mut uploading = TcpStream::connect(gw.addr).await.unwrap();
