@@ -11,7 +11,7 @@ use bytes::Bytes;
 use protogate_tests::pb::{Kind, Part, Thing};
 use protogate_tests::{
     Http, convert, decode_thing, encode, eventually, log_lines, metric, start_backend,
-    start_gateway, within,
+    start_gateway, start_gateway_toml, within,
 };
 use transcode::Format;
 
@@ -35,6 +35,12 @@ fn config() -> edge::EdgeConfig {
         downgrade_log_interval: Duration::ZERO,
         ..Default::default()
     }
+}
+
+/// [`config`] with `keys` (the settings under test) as a configuration file's text, for the
+/// binary's loader.
+fn config_toml(keys: &str) -> String {
+    format!("downgrade_log_interval = \"0\"\n{keys}")
 }
 
 #[tokio::test]
@@ -128,12 +134,9 @@ async fn accept_decides_the_response_format() {
         assert_eq!(a.status, 200, "{ct} / {accept:?}");
         assert_eq!(a.header("content-type"), Some(*want), "{ct} / {accept:?}");
     }
-    let (strict, _) = start_gateway(
+    let (strict, _) = start_gateway_toml(
+        &config_toml("strict_accept = true\n"),
         &format!("http://{}", backend.addr),
-        edge::EdgeConfig {
-            strict_accept: true,
-            ..config()
-        },
     )
     .await;
     let a = http
@@ -338,11 +341,8 @@ async fn downgrades_are_logged_and_counted() {
 #[tokio::test]
 async fn downgrade_log_is_rate_limited_but_the_counter_is_exact() {
     let backend = start_backend().await;
-    let cfg = edge::EdgeConfig {
-        downgrade_log_interval: Duration::from_secs(3600),
-        ..config()
-    };
-    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    let cfg = "downgrade_log_interval = \"1h\"\n";
+    let (gw, _) = start_gateway_toml(cfg, &format!("http://{}", backend.addr)).await;
     let http = Http::h1();
     for i in 0..25 {
         let client_id = if i % 5 == 0 { "limiter-b" } else { "limiter-a" };
@@ -380,11 +380,8 @@ async fn downgrade_log_is_rate_limited_but_the_counter_is_exact() {
 #[tokio::test]
 async fn errors_answer_with_google_rpc_status() {
     let backend = start_backend().await;
-    let cfg = edge::EdgeConfig {
-        max_body_bytes: 1024,
-        ..config()
-    };
-    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    let cfg = config_toml("max_body_bytes = 1024\n");
+    let (gw, _) = start_gateway_toml(&cfg, &format!("http://{}", backend.addr)).await;
     let http = Http::h1();
 
     // 400 names the field path.
@@ -873,11 +870,8 @@ async fn pipelined_http1_requests_are_answered_in_order() {
 async fn oversized_body_is_refused_before_it_is_read() {
     use tokio::io::AsyncWriteExt;
     let backend = start_backend().await;
-    let cfg = edge::EdgeConfig {
-        max_body_bytes: 1000,
-        ..config()
-    };
-    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    let cfg = config_toml("max_body_bytes = 1000\n");
+    let (gw, _) = start_gateway_toml(&cfg, &format!("http://{}", backend.addr)).await;
     // Announce 10 MB, send nothing: the answer comes from the header alone.
     let mut stream = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
     stream

@@ -1,10 +1,13 @@
 //! What the gateway reports about its traffic, end to end on loopback: the downgrade log's
 //! later line, which stands for the occurrences it held back (`occurrences=N`), and the
-//! `unknown` method label of requests that name no method. Every wait has a deadline.
+//! `unknown` method label of requests that name no method. Every wait has a deadline. The
+//! downgrade log's settings are keys of a configuration file, read by the binary's loader.
 
 use std::time::{Duration, Instant};
 
-use protogate_tests::{Http, eventually, log_lines, start_backend, start_gateway};
+use protogate_tests::{
+    Http, eventually, log_lines, start_backend, start_gateway, start_gateway_toml,
+};
 
 const ECHO: &str = "/protogate.test.svc.TestService/Echo";
 
@@ -19,11 +22,8 @@ async fn the_downgrade_log_reports_what_it_held_back() {
     // Long enough that five local requests fall within it on any machine, however loaded.
     let interval = Duration::from_secs(10);
     let backend = start_backend().await;
-    let cfg = edge::EdgeConfig {
-        downgrade_log_interval: interval,
-        ..Default::default()
-    };
-    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    let cfg = format!("downgrade_log_interval = \"{}s\"\n", interval.as_secs());
+    let (gw, _) = start_gateway_toml(&cfg, &format!("http://{}", backend.addr)).await;
     // The log is shared by every test in this process: this test's lines carry its client id.
     let client = "observability-occurrences";
     let http = Http::h1();
@@ -166,11 +166,9 @@ fn samples<'t>(text: &'t str, prefix: &'t str) -> impl Iterator<Item = (&'t str,
 #[tokio::test]
 async fn a_user_agent_cannot_forge_log_fields() {
     let backend = start_backend().await;
-    let cfg = edge::EdgeConfig {
-        downgrade_log_interval: Duration::ZERO,
-        ..Default::default()
-    };
-    let (gw, _) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    // 0: every downgrade is logged.
+    let cfg = "downgrade_log_interval = \"0\"\n";
+    let (gw, _) = start_gateway_toml(cfg, &format!("http://{}", backend.addr)).await;
     let client = "observability-forgery";
     let forged = r#"zz occurrences=999 method="admin/Delete""#;
     let a = Http::h1()
@@ -227,12 +225,8 @@ fn without_quoted(line: &str) -> String {
 #[tokio::test]
 async fn downgrade_lines_are_capped_in_all() {
     let backend = start_backend().await;
-    let cfg = edge::EdgeConfig {
-        downgrade_log_interval: Duration::from_secs(2),
-        downgrade_log_max_lines: 5,
-        ..Default::default()
-    };
-    let (gw, edge) = start_gateway(&format!("http://{}", backend.addr), cfg).await;
+    let cfg = "downgrade_log_interval = \"2s\"\ndowngrade_log_max_lines = 5\n";
+    let (gw, edge) = start_gateway_toml(cfg, &format!("http://{}", backend.addr)).await;
     let http = Http::h1();
     let sent = 20;
     for i in 0..sent {

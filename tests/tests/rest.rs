@@ -1,5 +1,7 @@
 //! The REST mapping end to end: the real gateway with the library schema's google.api.http
-//! rules in front of the real tonic library backend, over HTTP/1.1 and HTTP/2.
+//! rules in front of the real tonic library backend, over HTTP/1.1 and HTTP/2. Settings under
+//! test (`unknown_query_parameters`, `[[http_rules]]`, `max_body_bytes`) are keys of a
+//! configuration file, read by the binary's loader.
 
 use bytes::Bytes;
 use http::Request;
@@ -10,6 +12,12 @@ use serde_json::json;
 
 async fn gateway(config: edge::EdgeConfig) -> (protogate_tests::Running, protogate_tests::Running) {
     let s = library::start_with_gateway(config).await;
+    (s.backend, s.gw)
+}
+
+/// [`gateway`] configured by a configuration file's text (`toml`: the settings under test).
+async fn toml_gateway(toml: &str) -> (protogate_tests::Running, protogate_tests::Running) {
+    let s = protogate_tests::start_library_toml(toml).await;
     (s.backend, s.gw)
 }
 
@@ -275,11 +283,7 @@ async fn bad_requests_are_named() {
 
 #[tokio::test]
 async fn unknown_query_parameters_can_be_ignored() {
-    let config = edge::EdgeConfig {
-        unknown_query: transcode::rest::UnknownQuery::Ignore,
-        ..edge::EdgeConfig::default()
-    };
-    let (_backend, gw) = gateway(config).await;
+    let (_backend, gw) = toml_gateway("unknown_query_parameters = \"ignore\"\n").await;
     let a = Http::h1()
         .request(
             "GET",
@@ -295,16 +299,14 @@ async fn unknown_query_parameters_can_be_ignored() {
 
 #[tokio::test]
 async fn configured_rules_replace_annotations() {
-    let config = edge::EdgeConfig {
-        http_rules: vec![transcode::rest::HttpRule {
-            selector: "library.v1.Library.Unannotated".into(),
-            method: "GET".into(),
-            path: "/v2/unannotated/{name=**}".into(),
-            ..Default::default()
-        }],
-        ..edge::EdgeConfig::default()
-    };
-    let (_backend, gw) = gateway(config).await;
+    let (_backend, gw) = toml_gateway(
+        r#"
+[[http_rules]]
+selector = "library.v1.Library.Unannotated"
+get = "/v2/unannotated/{name=**}"
+"#,
+    )
+    .await;
     let a = Http::h1()
         .request("GET", gw.addr, "/v2/unannotated/a/b", &[], "")
         .await;
@@ -312,15 +314,16 @@ async fn configured_rules_replace_annotations() {
 
     // A rule that clashes with an annotation is refused when the gateway starts.
     let upstreams = edge::Upstreams::new(Some("http://127.0.0.1:1"), &[], 1 << 20).unwrap();
-    let clash = edge::EdgeConfig {
-        http_rules: vec![transcode::rest::HttpRule {
-            selector: "library.v1.Library.Unannotated".into(),
-            method: "GET".into(),
-            path: "/v1/{name=shelves/*/books/*}".into(),
-            ..Default::default()
-        }],
-        ..edge::EdgeConfig::default()
-    };
+    let clash = r#"
+[[http_rules]]
+selector = "library.v1.Library.Unannotated"
+get = "/v1/{name=shelves/*/books/*}"
+"#;
+    let clash = protogate_tests::config_from_toml(
+        &protogate_tests::gateway_toml("http://127.0.0.1:1", protogate_tests::LIBRARY_PROTO, clash),
+        protogate_tests::workspace(),
+    )
+    .edge;
     let e = edge::Edge::new(library::schema(), upstreams, clash)
         .err()
         .expect("conflict refused")
@@ -352,11 +355,7 @@ async fn downgrades_are_counted_on_rest_routes() {
 
 #[tokio::test]
 async fn an_unsupported_body_type_is_refused_before_the_body_is_read() {
-    let (_backend, gw) = gateway(edge::EdgeConfig {
-        max_body_bytes: 1024,
-        ..edge::EdgeConfig::default()
-    })
-    .await;
+    let (_backend, gw) = toml_gateway("max_body_bytes = 1024\n").await;
     // Over the size limit: had the body been read first, this would be 413. Only just over:
     // a body that still fills the socket buffers when the gateway answers and closes (it does
     // not read it) makes the close a reset, which may destroy the answer before it is read.
