@@ -527,3 +527,157 @@ async fn drive(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::time::Instant;
+
+    /// An h2 server on 127.0.0.1:0 that takes connections and streams and answers none.
+    async fn h2_server() -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                        return;
+                    };
+                    while let Some(Ok(_)) = conn.accept().await {}
+                });
+            }
+        });
+        addr
+    }
+
+    /// When each probe asked the endpoint, and how many more probes fail.
+    #[derive(Default)]
+    struct Probes {
+        at: Mutex<Vec<Instant>>,
+        failing: AtomicUsize,
+    }
+
+    impl Probes {
+        fn taken(&self) -> Vec<Instant> {
+            std::mem::take(&mut *self.at.lock().unwrap())
+        }
+    }
+
+    /// An endpoint with a connection up whose probes ask `probes` (as an active health
+    /// check is asked): a probe then needs no dial, so it does no I/O and runs at once when
+    /// its sleep ends, and with the clock paused the times it records are the backoff's.
+    async fn endpoint(probes: &Arc<Probes>) -> (Arc<Endpoint>, StateGauges) {
+        let addr = h2_server().await;
+        let probes = probes.clone();
+        let check: ProbeCheck = Arc::new(move |_, _| {
+            let probes = probes.clone();
+            Box::pin(async move {
+                probes.at.lock().unwrap().push(Instant::now());
+                let failing = probes.failing.load(Ordering::SeqCst);
+                if failing == 0 {
+                    return Ok(());
+                }
+                probes.failing.store(failing - 1, Ordering::SeqCst);
+                Err("still failing".to_owned())
+            })
+        });
+        let place = Place {
+            target: 0,
+            addr,
+            authority: Authority::from_static("upstream.test:50051"),
+            tls: None,
+        };
+        let options = UpstreamOptions {
+            // No keep-alive PINGs (I/O) while the clock is paused.
+            keepalive_interval: Duration::ZERO,
+            ..UpstreamOptions::default()
+        };
+        let gauges = StateGauges::default();
+        let endpoint = Endpoint::new(place, options, gauges.clone(), Some(check));
+        let mut call = InFlight::new(&endpoint);
+        endpoint.connection(&mut call).await.unwrap();
+        drop(call);
+        assert!(endpoint.is_connected());
+        (endpoint, gauges)
+    }
+
+    /// Ejects `endpoint` now and waits (in paused time) until a probe restores it: the
+    /// gaps from the ejection to the first probe and between the probes.
+    async fn ejection(endpoint: &Arc<Endpoint>, probes: &Probes) -> Vec<Duration> {
+        let ejected = Instant::now();
+        endpoint.eject("test");
+        assert!(endpoint.is_ejected());
+        let deadline = ejected + Duration::from_secs(3600);
+        while endpoint.is_ejected() {
+            assert!(Instant::now() < deadline, "not restored within an hour");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut last = ejected;
+        probes
+            .taken()
+            .into_iter()
+            .map(|at| {
+                let gap = at - last;
+                last = at;
+                gap
+            })
+            .collect()
+    }
+
+    /// `gaps` are `expected` (in ms; the timer wheel's 1 ms rounding allowed).
+    fn assert_gaps(gaps: &[Duration], expected: &[u64]) {
+        let ms: Vec<u128> = gaps.iter().map(Duration::as_millis).collect();
+        assert_eq!(gaps.len(), expected.len(), "{ms:?}");
+        for (gap, want) in gaps.iter().zip(expected) {
+            let want = Duration::from_millis(*want);
+            assert!(
+                *gap >= want && *gap <= want + Duration::from_millis(2),
+                "gaps {ms:?}, expected {expected:?}"
+            );
+        }
+    }
+
+    /// docs/upstreams.md, "Passive health": an ejected endpoint is "probed back in: after
+    /// 0.5 s, then twice as long after each failed probe, up to 30 s". Nine probes fail, the
+    /// tenth restores it.
+    #[tokio::test]
+    async fn an_ejected_endpoint_is_probed_after_half_a_second_then_twice_as_long_up_to_30_s() {
+        let probes = Arc::new(Probes::default());
+        let (endpoint, gauges) = endpoint(&probes).await;
+        tokio::time::pause();
+        probes.failing.store(9, Ordering::SeqCst);
+        let gaps = ejection(&endpoint, &probes).await;
+        assert_gaps(
+            &gaps,
+            &[
+                500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000, 30000,
+            ],
+        );
+        assert!(!endpoint.is_ejected());
+        assert_eq!((gauges.healthy.get(), gauges.ejected.get()), (1, 0));
+    }
+
+    /// The backoff's start: each ejection in a row (no call succeeding between them) starts
+    /// twice as long as the one before, up to 30 s; a call that succeeds starts it over at
+    /// 0.5 s (`Endpoint::eject`, `Endpoint::succeeded`).
+    #[tokio::test]
+    async fn ejections_in_a_row_start_the_backoff_higher_until_a_call_succeeds() {
+        let probes = Arc::new(Probes::default());
+        let (endpoint, _) = endpoint(&probes).await;
+        tokio::time::pause();
+        // Each probe restores at once: only the first wait of each ejection.
+        let firsts: Vec<Duration> = {
+            let mut firsts = Vec::new();
+            for _ in 0..8 {
+                firsts.extend(ejection(&endpoint, &probes).await);
+            }
+            firsts
+        };
+        assert_gaps(&firsts, &[500, 1000, 2000, 4000, 8000, 16000, 30000, 30000]);
+        endpoint.succeeded();
+        assert_gaps(&ejection(&endpoint, &probes).await, &[500]);
+        // A failed probe doubles from where the ejection started.
+        probes.failing.store(1, Ordering::SeqCst);
+        assert_gaps(&ejection(&endpoint, &probes).await, &[1000, 2000]);
+    }
+}

@@ -669,6 +669,44 @@ mod tests {
         assert!(!pool.is_configured(&targets(), &[], options, 1 << 21));
     }
 
+    /// docs/upstreams.md, "Passive health": ejected endpoints are left out while another is
+    /// healthy, and "when every endpoint is ejected, all are tried again" — each of them,
+    /// not the first alone, and by the pool's calls too.
+    #[tokio::test]
+    async fn with_every_endpoint_ejected_every_one_is_tried() {
+        let index = |e: &[Arc<Endpoint>], chosen: &Arc<Endpoint>| {
+            e.iter().position(|x| Arc::ptr_eq(x, chosen)).unwrap()
+        };
+        let (_, e) = pool_and_endpoints(3);
+        e[0].eject("test");
+        e[1].eject("test");
+        for _ in 0..100 {
+            assert_eq!(index(&e, &pick(&e, None).unwrap()), 2);
+        }
+        e[2].eject("test");
+        let mut chosen = [0; 3];
+        for _ in 0..300 {
+            chosen[index(&e, &pick(&e, None).unwrap())] += 1;
+        }
+        assert!(chosen.iter().all(|&n| n > 0), "{chosen:?}");
+        // A retry avoiding one of them: the other two.
+        let mut chosen = [0; 3];
+        for _ in 0..300 {
+            chosen[index(&e, &pick(&e, Some(&e[0])).unwrap())] += 1;
+        }
+        assert!(
+            chosen[0] == 0 && chosen[1] > 0 && chosen[2] > 0,
+            "{chosen:?}"
+        );
+
+        // A pool whose one endpoint is ejected still sends the call there.
+        let pool = pool(UpstreamOptions::default());
+        let only = pool.endpoints.load_full();
+        only[0].eject("test");
+        let call = pool.attempt_on(None).await.unwrap();
+        assert!(Arc::ptr_eq(call.endpoint(), &only[0]));
+    }
+
     #[test]
     fn random_draws_cover_the_range_evenly() {
         let mut seen = [0u32; 3];
