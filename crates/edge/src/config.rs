@@ -58,7 +58,7 @@ pub struct EdgeConfig {
     /// HTTP/2 connections get a GOAWAY meanwhile.
     pub drain_delay: Duration,
     /// `/healthz`, `/readyz` and `/metrics` are served on an admin listener of their own
-    /// ([`serve_admin`]), not on the main one (default false).
+    /// ([`serve_admin`](crate::serve_admin)), not on the main one (default false).
     pub admin_listener: bool,
     /// One INFO line per request (target `protogate::access`): peer, method, path, route,
     /// formats, status, gRPC code, bytes, durations, request id, user agent, client id,

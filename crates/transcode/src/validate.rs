@@ -62,3 +62,14 @@ pub(crate) fn message(
     }
     Ok(())
 }
+
+/// Checks that `input` is well-formed protobuf wire data for message `desc` (tags, wire
+/// types, lengths, UTF-8 of string fields, nesting within [`Options::max_depth`](crate::Options::max_depth)) without
+/// decoding it. Unknown fields are fine: they are skipped, not judged.
+pub fn validate_protobuf(
+    desc: &MessageDescriptor,
+    input: &[u8],
+    opts: &crate::Options,
+) -> Result<(), Error> {
+    message(desc, input, 0, opts.max_depth, opts.max_depth)
+}

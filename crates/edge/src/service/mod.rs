@@ -4,7 +4,7 @@
 //! - `account.rs`: who is calling, what is a downgrade, the JSON sunset's decision, the
 //!   migration report's share: each decided once per request;
 //! - `admin.rs`: the gateway's own endpoints;
-//! - `plan.rs`: `negotiate` → [`plan::Plan`];
+//! - `plan.rs`: `negotiate` → `Plan`;
 //! - `unary.rs`: `decode_request`, unary calls, `encode_response`;
 //! - `streams.rs`: server, client and bidirectional streams;
 //! - `call.rs`: `call_upstream`, the one wrapper of every upstream call;
