@@ -18,7 +18,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use prost::Message as _;
 use protogate_tests::library::{self, pb::library::v1 as pb};
-use protogate_tests::{Answer, Http, eventually, metric, within};
+use protogate_tests::{Answer, Http, eventually, metric, start_library_toml, within};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
@@ -551,12 +551,8 @@ async fn client_streams_in_every_framing() {
 
 #[tokio::test]
 async fn a_broken_client_stream_is_never_taken_for_a_complete_one() {
-    let config = edge::EdgeConfig {
-        max_body_bytes: 1024,
-        max_stream_bytes: 8 * 1024,
-        ..edge::EdgeConfig::default()
-    };
-    let s = library::start_with_gateway(config).await;
+    // A message's limit and the whole stream's, from a configuration file's keys.
+    let s = start_library_toml("max_body_bytes = 1024\nmax_stream_bytes = 8192\n").await;
     let c = client(false);
     let post = |ct: &'static str, body: Vec<u8>| {
         let c = c.clone();
@@ -787,11 +783,7 @@ async fn stream_downgrades_count_per_message() {
 
 #[tokio::test]
 async fn strict_accept_negotiates_the_stream_framing() {
-    let config = edge::EdgeConfig {
-        strict_accept: true,
-        ..edge::EdgeConfig::default()
-    };
-    let s = library::start_with_gateway(config).await;
+    let s = start_library_toml("strict_accept = true\n").await;
     let c = client(false);
     let (addr, path) = (s.gw.addr, "/v1/shelves/1/books:watch?count=2");
     for (accept, want) in [

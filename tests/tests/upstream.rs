@@ -17,7 +17,7 @@ use h2::RecvStream;
 use h2::server::SendResponse;
 use http::{HeaderMap, HeaderValue, Request, Response};
 use protogate_tests::pb::Thing;
-use protogate_tests::{Http, encode, eventually, log_lines, start_gateway};
+use protogate_tests::{Http, encode, eventually, log_lines, start_gateway, start_gateway_toml};
 
 const ECHO: &str = "/protogate.test.svc.TestService/Echo";
 
@@ -540,11 +540,9 @@ async fn answers_are_read_as_grpc_specifies() {
     }))
     .await;
     let addr = raw.addr;
-    let cfg = edge::EdgeConfig {
-        max_response_bytes: 1024,
-        ..config()
-    };
-    let (gw, _) = start_gateway(&format!("http://{addr}"), cfg).await;
+    // config()'s, and the answer's limit, from a configuration file's keys.
+    let cfg = "upstream_timeout = \"20s\"\nmax_response_bytes = 1024\n";
+    let (gw, _) = start_gateway_toml(cfg, &format!("http://{addr}")).await;
     let http = Http::h1();
     let call = |case: &'static str| {
         let http = http.clone();
