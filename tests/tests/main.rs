@@ -16,6 +16,7 @@ mod grpcgw_diff;
 mod limits;
 mod observability;
 mod openapi;
+mod promises;
 mod reload;
 mod rest;
 mod shedding;
