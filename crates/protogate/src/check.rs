@@ -43,7 +43,7 @@ async fn check(mut resolved: Resolved) -> (String, Vec<String>) {
             Err(e) => problems.push(e.to_string()),
         }
     }
-    let upstreams = match crate::tls::specs(&resolved) {
+    let upstreams = match crate::config::upstream_specs(&resolved) {
         Ok((default, services)) => edge::Upstreams::build(
             default,
             services,

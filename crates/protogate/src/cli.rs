@@ -236,7 +236,7 @@ pub fn parse_admin_url(text: &str) -> Result<AdminUrl, String> {
 
 /// Reads `--timeout` (`500ms`, `2s`, …; more than zero).
 pub fn parse_timeout(text: &str) -> Result<Duration, String> {
-    match crate::config::parse_duration(text)? {
+    match crate::duration::parse_duration(text)? {
         d if d.is_zero() => Err("must be more than 0".into()),
         d => Ok(d),
     }

@@ -6,6 +6,7 @@
 //! - `cli`: the command line (clap), and the values of `report`'s flags.
 //! - [`config`]: the TOML file as written ([`config::raw`]) and its resolution with the flags
 //!   into the edge's settings ([`config::resolve`](mod@config::resolve)).
+//! - `duration`: `parse_duration`, the durations of flags and keys (`config` re-exports it).
 //! - `listen`: `--listen` addresses (IPs, host names, `:PORT`) and binding them.
 //! - `schema_files`: reading descriptor sets and `.proto` files for `transcode`.
 //! - `run`: `protogate serve`.
@@ -18,6 +19,7 @@ mod cli;
 pub mod config;
 mod convert;
 pub mod demo;
+mod duration;
 mod listen;
 mod logging;
 #[cfg(feature = "otel")]
@@ -37,7 +39,7 @@ use clap::Parser;
 /// its TLS from its files, each upstream's health checks), for `edge::Upstreams::build`. For
 /// the integration tests' in-process gateway (tests/src/lib.rs), not for users.
 #[doc(hidden)]
-pub use tls::specs as upstream_specs;
+pub use config::upstream_specs;
 
 /// Exit code for a configuration or schema that cannot be used (EX_USAGE).
 const EXIT_CONFIG: u8 = 64;

@@ -300,7 +300,7 @@ async fn reload(
     quiet: bool,
 ) -> anyhow::Result<Option<(Resolved, String)>> {
     let old = live.load();
-    let (default, services) = crate::tls::specs(&resolved)?;
+    let (default, services) = crate::config::upstream_specs(&resolved)?;
     let upstreams = old
         .upstreams()
         .rebuild(

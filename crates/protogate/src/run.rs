@@ -15,7 +15,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // The signals first: a SIGHUP (systemd's ExecReload) while the schema loads must not
         // end the process, and a SIGTERM then is a shutdown like any other.
         let (shutdown, hangups) = shutdown_signal()?;
-        let (default, services) = crate::tls::specs(&resolved)?;
+        let (default, services) = crate::config::upstream_specs(&resolved)?;
         let upstreams = edge::Upstreams::build(
             default,
             services,

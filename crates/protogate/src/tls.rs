@@ -163,61 +163,6 @@ impl UpstreamFiles {
     }
 }
 
-/// The default upstream and each service's, as the edge builds them.
-pub type Specs = (
-    Option<edge::UpstreamSpec>,
-    Vec<(String, edge::UpstreamSpec)>,
-);
-
-/// The upstreams as configured: each `https://` URL with its TLS built from its files, and
-/// whether its endpoints are health-checked.
-pub fn specs(resolved: &crate::config::Resolved) -> Result<Specs, ConfigError> {
-    let mut cache = UpstreamTlsCache::default();
-    let mut target = |uri: &str, files: &UpstreamFiles| -> Result<edge::Target, ConfigError> {
-        let parsed: tonic::codegen::http::Uri = uri
-            .parse()
-            .map_err(|e| ConfigError(format!("upstream {uri:?}: {e}")))?;
-        let tls = match (parsed.scheme_str(), parsed.host()) {
-            (Some("https"), Some(host)) => Some(cache.get(uri, host, files)?),
-            _ => None,
-        };
-        Ok(edge::Target {
-            uri: uri.to_owned(),
-            tls,
-        })
-    };
-    let mut spec = |urls: &[String],
-                    files: &UpstreamFiles,
-                    health_check: bool|
-     -> Result<edge::UpstreamSpec, ConfigError> {
-        Ok(edge::UpstreamSpec {
-            targets: urls
-                .iter()
-                .map(|uri| target(uri, files))
-                .collect::<Result<_, _>>()?,
-            health_check,
-        })
-    };
-    let default = resolved
-        .default_upstream
-        .as_deref()
-        .map(|urls| spec(urls, &resolved.upstream_tls, resolved.default_health_check))
-        .transpose()?;
-    let services = resolved
-        .service_upstreams
-        .iter()
-        .map(|(service, urls)| {
-            let files = resolved
-                .service_upstream_tls
-                .get(service)
-                .unwrap_or(&resolved.upstream_tls);
-            let checked = resolved.health_checked.contains(service);
-            Ok((service.clone(), spec(urls, files, checked)?))
-        })
-        .collect::<Result<_, ConfigError>>()?;
-    Ok((default, services))
-}
-
 /// Builds upstreams' TLS, one rustls configuration per distinct set of files (upstreams
 /// configured alike share one, and so a connection when their URI is the same too).
 #[derive(Default)]

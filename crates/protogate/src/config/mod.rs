@@ -1,11 +1,13 @@
 //! Configuration in two stages, as ripgrep's low and high arguments:
 //!
 //! - [`raw`]: the TOML file as written ([`FileConfig`] and its tables, unknown keys refused,
-//!   relative paths made absolute), and [`parse_duration`], which reads flags' and keys'
-//!   durations alike.
+//!   relative paths made absolute). [`parse_duration`], which reads flags' and keys'
+//!   durations alike, lives in `crate::duration` (below both `cli` and `config`) and is
+//!   re-exported here.
 //! - [`resolve`](mod@resolve): the flags over the file, checked and turned into the edge's
-//!   settings ([`Resolved`]) before any port opens; `tables` does the same for each of the
-//!   file's tables (`[cors]`, `[compression]`, `[[http_rules]]`, …).
+//!   settings ([`Resolved`]) before any port opens, and the upstreams as the edge builds them
+//!   ([`upstream_specs`]); `tables` does the same for each of the file's tables (`[cors]`,
+//!   `[compression]`, `[[http_rules]]`, …).
 //!
 //! Flags override the file; unknown keys in the file are errors.
 
@@ -20,12 +22,13 @@ use std::path::Path;
 
 use crate::cli::ServeArgs;
 
+pub use crate::duration::parse_duration;
 pub use raw::{
     CompressionFileConfig, CorsFileConfig, CustomPatternConfig, FileConfig, HttpRuleConfig,
     LevelConfig, MigrationFileConfig, OtelFileConfig, SchemaSource, ServiceConfig, SunsetFileRule,
-    TlsFileConfig, UnknownQueryConfig, UpstreamCompression, Urls, parse_duration,
+    TlsFileConfig, UnknownQueryConfig, UpstreamCompression, Urls,
 };
-pub use resolve::{Reflection, Resolved, resolve};
+pub use resolve::{Reflection, Resolved, UpstreamSpecs, resolve, upstream_specs};
 pub use tables::OtelConfig;
 
 /// A configuration that cannot be used; the process exits with code 64.

@@ -1,6 +1,7 @@
 //! The raw layer: the TOML file as written, before any flag is applied or any value checked
 //! against another. Every table refuses keys it does not know, and relative paths are made
-//! relative to the file's directory. `parse_duration` reads the durations of flags and keys.
+//! relative to the file's directory. `parse_duration` (from `crate::duration`, re-exported
+//! here) reads the durations of flags and keys.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,6 +11,7 @@ use serde::Deserialize;
 
 use super::ConfigError;
 use crate::cli::LogFormat;
+pub use crate::duration::parse_duration;
 
 /// The TOML file: the serve flags' settings plus per-service upstreams.
 ///
@@ -364,29 +366,6 @@ impl FileConfig {
     }
 }
 
-/// `500ms`, `2s`, `1.5s`, `5m`, `1h`; a bare number is seconds; `0` is zero.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let (num, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(i) => t.split_at(i),
-        None => (t, "s"),
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| "expected a number followed by ms, s, m or h".to_owned())?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("unknown unit {unit:?}; use ms, s, m or h")),
-    };
-    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
-        return Err("out of range".to_owned());
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
 /// `text` (a flag's over its key's) as the duration of `key`; `default` without one.
 pub(super) fn duration(
     text: Option<&str>,
@@ -402,16 +381,6 @@ pub(super) fn duration(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert!(parse_duration("2 days").is_err());
-        assert!(parse_duration("-1s").is_err());
-    }
 
     /// The TOML sample in `FileConfig`'s documentation, as a file's text.
     fn sample() -> String {

@@ -1,5 +1,6 @@
 //! The resolved layer: the flags over the file, every value checked, turned into the edge's
-//! settings. Nothing here reads a file or opens a port.
+//! settings. [`resolve`] reads no file and opens no port; [`upstream_specs`] then builds the
+//! upstreams as the edge takes them, reading the `https://` upstreams' TLS files.
 //!
 //! [`resolve`] runs its checks in a fixed order (listeners, upstreams, the listener's TLS, the
 //! upstreams' URLs, the schema, the edge's settings, their limits, OpenTelemetry, the upstreams'
@@ -17,7 +18,7 @@ use super::raw::{
 use super::tables::{self, OtelConfig};
 use crate::cli::{LogFormat, SchemaArgs, ServeArgs};
 use crate::listen::Listen;
-use crate::tls::{ListenerFiles, UpstreamFiles};
+use crate::tls::{ListenerFiles, UpstreamFiles, UpstreamTlsCache};
 
 /// Everything `serve` needs, validated.
 #[derive(Clone, Debug)]
@@ -110,6 +111,61 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         worker_threads: args.worker_threads.or(file.worker_threads).unwrap_or(0),
         edge,
     })
+}
+
+/// The default upstream and each service's, as the edge builds them.
+pub type UpstreamSpecs = (
+    Option<edge::UpstreamSpec>,
+    Vec<(String, edge::UpstreamSpec)>,
+);
+
+/// The upstreams as configured: each `https://` URL with its TLS built from its files, and
+/// whether its endpoints are health-checked.
+pub fn upstream_specs(resolved: &Resolved) -> Result<UpstreamSpecs, ConfigError> {
+    let mut cache = UpstreamTlsCache::default();
+    let mut target = |uri: &str, files: &UpstreamFiles| -> Result<edge::Target, ConfigError> {
+        let parsed: tonic::codegen::http::Uri = uri
+            .parse()
+            .map_err(|e| ConfigError(format!("upstream {uri:?}: {e}")))?;
+        let tls = match (parsed.scheme_str(), parsed.host()) {
+            (Some("https"), Some(host)) => Some(cache.get(uri, host, files)?),
+            _ => None,
+        };
+        Ok(edge::Target {
+            uri: uri.to_owned(),
+            tls,
+        })
+    };
+    let mut spec = |urls: &[String],
+                    files: &UpstreamFiles,
+                    health_check: bool|
+     -> Result<edge::UpstreamSpec, ConfigError> {
+        Ok(edge::UpstreamSpec {
+            targets: urls
+                .iter()
+                .map(|uri| target(uri, files))
+                .collect::<Result<_, _>>()?,
+            health_check,
+        })
+    };
+    let default = resolved
+        .default_upstream
+        .as_deref()
+        .map(|urls| spec(urls, &resolved.upstream_tls, resolved.default_health_check))
+        .transpose()?;
+    let services = resolved
+        .service_upstreams
+        .iter()
+        .map(|(service, urls)| {
+            let files = resolved
+                .service_upstream_tls
+                .get(service)
+                .unwrap_or(&resolved.upstream_tls);
+            let checked = resolved.health_checked.contains(service);
+            Ok((service.clone(), spec(urls, files, checked)?))
+        })
+        .collect::<Result<_, ConfigError>>()?;
+    Ok((default, services))
 }
 
 /// The main listener (`--listen`, `listen`, else 127.0.0.1:8080) and the admin one.
