@@ -43,6 +43,7 @@ test: oracle-env grpcgw
 	PROTOGATE_REQUIRE_ORACLES=1 $(MAKE) deploy-check
 	tests/demo.sh target/debug/protogate
 	tests/readme.sh
+	python3 tests/tools/module_cycles.py
 	$(MAKE) fuzz-smoke
 
 # deploy/ (the container, Kubernetes, systemd, the Grafana dashboard, the alerts) checked
