@@ -3,6 +3,7 @@
 //! `unknown` method label of requests that name no method. Every wait has a deadline. The
 //! downgrade log's settings are keys of a configuration file, read by the binary's loader.
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use protogate_tests::{
@@ -224,6 +225,9 @@ fn without_quoted(line: &str) -> String {
 /// held back; the counter stays exact.
 #[tokio::test]
 async fn downgrade_lines_are_capped_in_all() {
+    // The summary line names no method nor client: it is counted in a log of this test's
+    // own (the shared one has every other test's summaries).
+    let log = ScopedLog::start();
     let backend = start_backend().await;
     let cfg = "downgrade_log_interval = \"2s\"\ndowngrade_log_max_lines = 5\n";
     let (gw, edge) = start_gateway_toml(cfg, &format!("http://{}", backend.addr)).await;
@@ -245,8 +249,9 @@ async fn downgrade_lines_are_capped_in_all() {
     // Every occurrence is either a line or counted in a summary (several windows, if the
     // requests took longer than one on a slow machine), and most were held back.
     let (written, held) = eventually("the summary of the held-back lines", PATIENCE, || {
-        let written = log_lines("client_id=\"observability-flood-").len();
-        let held: usize = log_lines("downgrade lines suppressed")
+        let written = log.lines("client_id=\"observability-flood-").len();
+        let held: usize = log
+            .lines("downgrade lines suppressed")
             .iter()
             .filter_map(|l| {
                 let n = without_quoted(l);
@@ -271,4 +276,53 @@ async fn downgrade_lines_are_capped_in_all() {
         r#"protogate_downgrades_total{method="protogate.test.svc.TestService/Echo",reason="json_requested"}"#,
     );
     assert_eq!(counted, sent as f64);
+}
+
+/// The log of one test: every event of the test's thread — a `#[tokio::test]` runtime's
+/// thread, where its gateway's connections and the downgrade log's flush run — captured
+/// apart from the process's shared log until it is dropped.
+struct ScopedLog {
+    text: Arc<Mutex<Vec<u8>>>,
+    _default: tracing::subscriber::DefaultGuard,
+}
+
+impl ScopedLog {
+    fn start() -> ScopedLog {
+        let text = Arc::new(Mutex::new(Vec::new()));
+        let sink = text.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || Sink(sink.clone()))
+            .finish();
+        ScopedLog {
+            text,
+            _default: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
+    /// The lines so far that contain `needle`.
+    fn lines(&self, needle: &str) -> Vec<String> {
+        String::from_utf8_lossy(&self.text.lock().unwrap_or_else(PoisonError::into_inner))
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
