@@ -205,21 +205,37 @@ async fn a_killed_endpoint_fails_only_calls_it_had_taken_and_comes_back() {
     drop(replicas);
 }
 
-/// A resolver whose answer the test changes.
+/// A resolver whose answer the test changes; it counts the questions it was asked.
 #[derive(Default)]
 struct TestResolver {
-    answers: Mutex<HashMap<String, std::io::Result<Vec<SocketAddr>>>>,
+    answers: Mutex<Answers>,
+}
+
+#[derive(Default)]
+struct Answers {
+    by_host: HashMap<String, std::io::Result<Vec<SocketAddr>>>,
+    asked: usize,
 }
 
 impl TestResolver {
-    fn set(&self, host: &str, answer: std::io::Result<Vec<SocketAddr>>) {
-        self.answers.lock().unwrap().insert(host.to_owned(), answer);
+    /// Sets `host`'s answer; returns how many questions had been asked before it (every
+    /// later one gets this answer).
+    fn set(&self, host: &str, answer: std::io::Result<Vec<SocketAddr>>) -> usize {
+        let mut answers = self.answers.lock().unwrap();
+        answers.by_host.insert(host.to_owned(), answer);
+        answers.asked
+    }
+
+    fn asked(&self) -> usize {
+        self.answers.lock().unwrap().asked
     }
 }
 
 impl edge::Resolve for TestResolver {
     fn resolve(&self, host: &str, _port: u16) -> edge::Resolution {
-        let answer = match self.answers.lock().unwrap().get(host) {
+        let mut answers = self.answers.lock().unwrap();
+        answers.asked += 1;
+        let answer = match answers.by_host.get(host) {
             Some(Ok(addrs)) => Ok(addrs.clone()),
             Some(Err(e)) => Err(std::io::Error::new(e.kind(), e.to_string())),
             None => Err(std::io::Error::other("no such host")),
@@ -278,27 +294,65 @@ async fn endpoints_follow_the_host_names_answers() {
     assert_eq!(a.calls.load(Ordering::SeqCst), a_calls);
     let metrics = scrape(gw.addr).await;
     assert_eq!(endpoints(&metrics, "healthy"), Some(1), "{metrics}");
-    // A name that resolves to nothing: 503 naming the upstream and why, and /readyz says so.
-    resolver.set("shop.test", Ok(vec![]));
+    // The name now resolves to no address at all: as a name that stops resolving
+    // (docs/upstreams.md), the endpoint it had is kept and calls go on. Two more questions
+    // asked: the first to get the empty answer has been acted on.
+    let asked = resolver.set("shop.test", Ok(vec![]));
+    until("the empty answer to be acted on", || async {
+        resolver.asked() >= asked + 2
+    })
+    .await;
+    let b_calls = b.calls.load(Ordering::SeqCst);
+    for _ in 0..20 {
+        assert_eq!(call().await.status, 200);
+    }
+    assert_eq!(b.calls.load(Ordering::SeqCst), b_calls + 20);
+    let metrics = scrape(gw.addr).await;
+    assert_eq!(endpoints(&metrics, "healthy"), Some(1), "{metrics}");
+
+    // An upstream whose name resolves to no address from the start has no endpoint: 503
+    // naming the upstream and why, and /readyz says so.
+    resolver.set("empty.test", Ok(vec![]));
     let (empty, _) = start_gateway_upstreams(
         v1_schema(),
-        upstreams(&["http://gone.test:1".to_owned()], false, resolver.clone()),
+        upstreams(&["http://empty.test:1".to_owned()], false, resolver.clone()),
         edge::EdgeConfig::default(),
     )
     .await;
     let a = Http::h1()
         .post(empty.addr, ECHO, "application/json", &[], THING)
         .await;
-    assert_eq!(a.status, 503);
+    assert_eq!(a.status, 503, "{:?}", a.body);
     let message = a.json()["message"].as_str().unwrap().to_owned();
     assert!(
-        message.contains("http://gone.test:1") && message.contains("no such host"),
+        message.contains("upstream http://empty.test:1 has no address")
+            && message.contains("empty.test does not resolve: no address"),
         "{message}"
     );
     let ready = Http::h1().get(empty.addr, "/readyz").await;
     assert_eq!(ready.status, 503);
     let body = String::from_utf8_lossy(&ready.body);
-    assert!(body.contains("http://gone.test:1"), "{body}");
+    assert!(
+        body.contains("http://empty.test:1: no address")
+            && body.contains("empty.test does not resolve: no address"),
+        "{body}"
+    );
+    // One whose name does not resolve at all is refused the same way, saying so.
+    let (gone, _) = start_gateway_upstreams(
+        v1_schema(),
+        upstreams(&["http://gone.test:1".to_owned()], false, resolver.clone()),
+        edge::EdgeConfig::default(),
+    )
+    .await;
+    let a = Http::h1()
+        .post(gone.addr, ECHO, "application/json", &[], THING)
+        .await;
+    assert_eq!(a.status, 503, "{:?}", a.body);
+    let message = a.json()["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains("http://gone.test:1") && message.contains("no such host"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
