@@ -272,13 +272,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
         let plans = self.plans;
         let plan = &plans.msgs[plan_idx];
         if plan.special {
-            // A well-known type: the reference renderer writes it.
-            let tree =
-                crate::decode::Renderer::at(self.opts, self.findings, path_segs(path), self.depth)
-                    .message(&plan.desc, bytes, 0)
-                    .map_err(|_| Bail)?;
-            self.sink.tree(out, &tree);
-            return Ok(());
+            return self.well_known(plan, bytes, out, path);
         }
         self.depth += 1;
         if self.depth > self.opts.max_depth {
@@ -341,41 +335,8 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
             }
             match field.card {
                 Card::Single => {
-                    if let Some(m) = field.message {
-                        if wt != wire::LEN {
-                            return Err(Bail);
-                        }
-                        let (sub, _) = r.len_delimited().map_err(|_| Bail)?;
-                        self.sink.key(out, field, names);
+                    if self.single(field, wt, &mut r, out, path)? {
                         count += 1;
-                        let here = Path {
-                            seg: Seg::Field(&field.json_name),
-                            parent: path,
-                        };
-                        self.message(m, sub, out, Some(&here))?;
-                    } else if field.op == Op::Str {
-                        // UTF-8 checked while the string is escaped, not before.
-                        if wt != wire::LEN {
-                            return Err(Bail);
-                        }
-                        let (b, _) = r.len_delimited().map_err(|_| Bail)?;
-                        if field.presence || !b.is_empty() {
-                            self.sink.key(out, field, names);
-                            count += 1;
-                            if !self.sink.str_bytes(out, self.window(b), b.len()) {
-                                return Err(Bail);
-                            }
-                        }
-                    } else {
-                        if wt != field.op.wire_type() {
-                            return Err(Bail);
-                        }
-                        let v = read_scalar(field.op, &mut r).map_err(|_| Bail)?;
-                        if field.presence || !is_default(v) {
-                            self.sink.key(out, field, names);
-                            count += 1;
-                            self.sink.value(out, field, v, self.opts.enum_numbers);
-                        }
                     }
                 }
                 Card::List => {
@@ -453,18 +414,90 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
         }
         self.sink.end_object(out, object, count);
         if !unknown.is_empty() {
-            // The reference reports a message's own unknown fields before its children's.
-            let path = crate::error::format_path(&path_segs(path));
-            let mine = unknown.into_iter().map(|number| UnknownField {
-                path: path.clone(),
-                number,
-            });
-            self.findings
-                .unknown_fields
-                .splice(unknown_at..unknown_at, mine);
+            self.note_unknown(unknown, unknown_at, path);
         }
         self.depth -= 1;
         Ok(())
+    }
+
+    /// A well-known type: the reference renderer writes it.
+    #[cold]
+    fn well_known(
+        &mut self,
+        plan: &MsgPlan,
+        bytes: &'i [u8],
+        out: &mut Vec<u8>,
+        path: Option<&Path<'_>>,
+    ) -> R<()> {
+        let tree = crate::decode::Renderer::at(self.opts, self.findings, path_segs(path), self.depth)
+            .message(&plan.desc, bytes, 0)
+            .map_err(|_| Bail)?;
+        self.sink.tree(out, &tree);
+        Ok(())
+    }
+
+    /// A singular field's value, with its key when it is written (a message always; a string
+    /// or a scalar when it has presence or is not its default). Returns whether it was.
+    #[inline(always)]
+    fn single(
+        &mut self,
+        field: &FieldPlan,
+        wt: u8,
+        r: &mut Reader<'i>,
+        out: &mut Vec<u8>,
+        path: Option<&Path<'_>>,
+    ) -> R<bool> {
+        let names = self.opts.proto_field_names;
+        if let Some(m) = field.message {
+            if wt != wire::LEN {
+                return Err(Bail);
+            }
+            let (sub, _) = r.len_delimited().map_err(|_| Bail)?;
+            self.sink.key(out, field, names);
+            let here = Path {
+                seg: Seg::Field(&field.json_name),
+                parent: path,
+            };
+            self.message(m, sub, out, Some(&here))?;
+            Ok(true)
+        } else if field.op == Op::Str {
+            // UTF-8 checked while the string is escaped, not before.
+            if wt != wire::LEN {
+                return Err(Bail);
+            }
+            let (b, _) = r.len_delimited().map_err(|_| Bail)?;
+            if !field.presence && b.is_empty() {
+                return Ok(false);
+            }
+            self.sink.key(out, field, names);
+            if !self.sink.str_bytes(out, self.window(b), b.len()) {
+                return Err(Bail);
+            }
+            Ok(true)
+        } else {
+            if wt != field.op.wire_type() {
+                return Err(Bail);
+            }
+            let v = read_scalar(field.op, r).map_err(|_| Bail)?;
+            if !field.presence && is_default(v) {
+                return Ok(false);
+            }
+            self.sink.key(out, field, names);
+            self.sink.value(out, field, v, self.opts.enum_numbers);
+            Ok(true)
+        }
+    }
+
+    /// A message's own unknown fields, reported before its children's (as the reference
+    /// does): spliced in at `at`, where the findings stood when the message began.
+    #[cold]
+    fn note_unknown(&mut self, unknown: Vec<u32>, at: usize, path: Option<&Path<'_>>) {
+        let path = crate::error::format_path(&path_segs(path));
+        let mine = unknown.into_iter().map(|number| UnknownField {
+            path: path.clone(),
+            number,
+        });
+        self.findings.unknown_fields.splice(at..at, mine);
     }
 
     /// Before a list element: the key and the array's start on the first one.
