@@ -179,11 +179,11 @@ struct RequestCtx<'a> {
 }
 
 impl Edge {
-    /// The pipeline's first steps, for every request: the record's in-flight count and start
-    /// time, the protocol, the request id (the client's, or one made here: sent upstream and
-    /// answered with), who is calling.
-    fn begin<'a>(self: &Arc<Self>, head: &'a http::request::Parts) -> RequestCtx<'a> {
-        self.metrics.in_flight.inc();
+    /// The pipeline's first steps, for every request: the record's start time, the
+    /// protocol, the request id (the client's, or one made here: sent upstream and answered
+    /// with), who is calling. The request counts in flight once it is the API's
+    /// ([`Edge::in_flight`]).
+    fn begin<'a>(&self, head: &'a http::request::Parts) -> RequestCtx<'a> {
         RequestCtx {
             start: Instant::now(),
             head,
@@ -200,10 +200,17 @@ impl Edge {
             span: None,
             call_span: None,
             noted: Noted::default(),
-            finish: Some(Finish {
-                edge: Arc::clone(self),
-                outcome: None,
-            }),
+            finish: None,
+        }
+    }
+
+    /// A request of the API's: in flight from now until its [`Finish`] is dropped (with the
+    /// answer, or when its client leaves: 499).
+    fn in_flight(self: &Arc<Self>) -> Finish {
+        self.metrics.in_flight.inc();
+        Finish {
+            edge: Arc::clone(self),
+            outcome: None,
         }
     }
 }

@@ -88,6 +88,7 @@ impl Edge {
             ctx.kind = Kind::Own;
             return own;
         }
+        ctx.finish = Some(self.in_flight());
         ctx.span = self.config.tracer.as_ref().map(|t| t.request(head));
         self.head_limits(head)?;
         let mut ticket = self.admission.admit()?;
@@ -169,8 +170,8 @@ impl Edge {
 
     /// The record's outbound half: the request's outcome, handed to the answer's body when
     /// it is a stream (recorded when its last frame is sent), else recorded now. The
-    /// gateway's own answers that succeed are not the API's requests: they leave the
-    /// in-flight gauge uncounted.
+    /// gateway's own answers (which never count in flight) are recorded only when they
+    /// refuse: probes and scrapes are not the API's requests.
     fn record_at_end(
         &self,
         mut ctx: RequestCtx<'_>,
@@ -185,15 +186,16 @@ impl Edge {
         if let Some(ticket) = ctx.ticket.take() {
             response.body_mut().hold(ticket);
         }
-        let Some(mut finish) = ctx.finish.take() else {
-            return;
-        };
-        if !counted {
-            return;
-        }
         if let Some(access) = &mut outcome.access {
             access.bytes_out = response.body().size_hint().exact().unwrap_or(0);
         }
+        let Some(mut finish) = ctx.finish.take() else {
+            // The gateway's own answer, whole: a refusal is recorded now, a success not at all.
+            if counted {
+                self.record(&outcome);
+            }
+            return;
+        };
         finish.outcome = Some(outcome);
         if response.body().is_stream() {
             // A stream is in flight, and its duration runs, until its last frame is sent.

@@ -213,10 +213,18 @@ async fn every_refusal_is_a_status_in_the_error_form_and_is_recorded() {
     );
     assert_eq!(requests(&edge, "unknown", 405), 1.0);
 
-    // Its success is not one of the API's requests.
+    // Its success is not one of the API's requests, nor in flight: a scrape does not see
+    // itself.
     let (a, body) = handle(&edge, "GET", "/healthz", &[], "").await;
     assert_eq!((a.status(), body.as_str()), (StatusCode::OK, "ok\n"));
     assert_eq!(requests(&edge, "unknown", 200), 0.0);
+    let (_, metrics) = handle(&edge, "GET", "/metrics", &[], "").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "protogate_requests_in_flight 0"),
+        "{metrics}"
+    );
 
     // A preflight from an origin not allowed: 403, in the format Accept asks for.
     let preflight = [
