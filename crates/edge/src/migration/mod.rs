@@ -10,7 +10,7 @@
 //! - `sunset`: [`SunsetPolicy`], [`SunsetRule`] → [`JsonDecision`] and its headers.
 //! - `dates`: [`parse_time`], [`parse_duration`], [`parse_brownout`]; RFC 3339 and
 //!   HTTP-date rendering.
-//! - `report`, `page`: [`Report`] (plain data), [`render_html`], [`render_json`].
+//! - `report`, `page`, `json`: [`Report`] (plain data), [`render_html`], [`render_json`].
 //!
 //! # Wiring
 //! Built once (config → `Edge`):
@@ -51,7 +51,7 @@
 //! GET /admin/migration       → render_html(&report), text/html; charset=utf-8
 //! GET /admin/migration.json  → render_json(&report), application/json
 //! ```
-//! The JSON document's fields are listed in `page.rs`.
+//! The JSON document's fields are listed in `json.rs`.
 
 /// The `[migration]` settings and the client header, for [`crate::EdgeConfig`].
 #[derive(Debug, Clone)]
@@ -74,6 +74,9 @@ impl Default for MigrationConfig {
 mod client;
 mod dates;
 mod figures;
+#[cfg(test)]
+mod fixture;
+mod json;
 mod page;
 mod report;
 mod series;
@@ -86,7 +89,8 @@ pub use dates::{
     Brownout, ParseError, http_date, parse_brownout, parse_duration, parse_time, rfc3339,
 };
 pub use figures::{number, percent, thousands};
-pub use page::{esc, render_html, render_json};
+pub use json::render_json;
+pub use page::{esc, render_html};
 pub use report::{ClientReport, FieldReport, MethodReport, Report, ShareSeries, SunsetReport};
 pub use sunset::{
     DEPRECATION, DeprecationHeaders, JsonDecision, Phase, PolicyError, RefusalReason, Rule, SUNSET,

@@ -1,6 +1,6 @@
 //! The migration report: plain data copied out of the tracker (each method's lock held only
 //! while its figures are copied), with the sunset policy's state per method. The page and
-//! the JSON document render it (`page.rs`); `protogate report` reads the JSON.
+//! the JSON document render it (`page.rs`, `json.rs`); `protogate report` reads the JSON.
 
 use std::time::{Duration, SystemTime};
 

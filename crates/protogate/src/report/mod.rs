@@ -2,7 +2,7 @@
 //!
 //! One HTTP/1.1 `GET {URL}/admin/migration.json[?method=GLOB]` (plain http, a current-thread
 //! runtime, everything under `--timeout`), the document `edge::migration::render_json` writes
-//! (`version` 1; its fields are listed in crates/edge/src/migration/page.rs), checked and
+//! (`version` 1; its fields are listed in crates/edge/src/migration/json.rs), checked and
 //! printed: `--format json` as received, pretty-printed; `--format table` as plain text with
 //! aligned columns and no trailing spaces. The glob is also applied here, so a gateway that
 //! ignores `?method=` still gives the right answer. Every failure is one line naming the URL
