@@ -29,13 +29,14 @@ impl Edge {
     ///
     /// | step              | in                                         | out (in reverse)                    |
     /// |-------------------|--------------------------------------------|-------------------------------------|
-    /// | record            | in flight, the start time (`begin`)        | metrics, access log, spans          |
+    /// | record            | the start time (`begin`)                   | metrics, access log, spans          |
     /// | protocol          | recognised from the head (`begin`)         | errors in its form                  |
     /// | request id        | the client's, or one made (`begin`)        | `x-request-id` on the answer        |
     /// | identity          | who is calling (`account::identify`)       | —                                   |
     /// | CORS              | preflights answered (`preflight`)          | allow/expose headers                |
     /// | compression       | —                                          | `Accept-Encoding` (`compress`)      |
     /// | own endpoints     | `/healthz`, `/metrics`, … (`own_endpoint`) | —                                   |
+    /// | in flight         | the API's requests only (`in_flight`)      | the gauge, when recorded            |
     /// | trace             | the request's span                         | ended by the record                 |
     /// | head limits       | HTTP/1.1 head size and framing             | `Connection: close` after an error  |
     /// | admission         | `Admission::admit` (+ the upstream's slot) | the ticket rides the answer's body  |
