@@ -384,12 +384,15 @@ async fn heads_hyper_cannot_parse_are_answered_a_bare_400() {
             "{what}: {answer:?}"
         );
         // The debug line names the peer.
-        let needle = format!("peer={peer}");
+        let needle = format!("peer={peer} error=");
         let line = eventually("the debug line", PATIENCE, || {
             protogate_tests::log_lines(&needle).into_iter().next()
         })
         .await;
-        assert!(line.contains("DEBUG"), "{what}: {line}");
+        assert!(
+            line.contains("DEBUG") && line.contains("connection ended with an error"),
+            "{what}: {line}"
+        );
     }
 
     // The same page says raw non-ASCII in the path gets the bare 400 too; it does not:
