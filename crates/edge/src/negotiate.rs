@@ -1,7 +1,8 @@
 //! Content negotiation: the request's format from Content-Type, the response's from Accept.
 //!
 //! Pure functions of two headers. The request path calls them once per request, in its `negotiate`
-//! step (`service/plan.rs`), whose plan every later step reads.
+//! step (REST/HTTP's `Protocol::negotiate`, `protocol/http.rs`), whose plan every later step
+//! reads.
 
 use http::HeaderValue;
 use transcode::Format;

@@ -4,7 +4,7 @@
 //! - `account.rs`: who is calling, what is a downgrade, the JSON sunset's decision, the
 //!   migration report's share: each decided once per request;
 //! - `admin.rs`: the gateway's own endpoints;
-//! - `plan.rs`: `negotiate` → `Plan`;
+//! - `plan.rs`: the deadline step;
 //! - `unary.rs`: `decode_request`, unary calls, `encode_response`;
 //! - `streams.rs`: server, client and bidirectional streams;
 //! - `call.rs`: `call_upstream`, the one wrapper of every upstream call;
@@ -51,10 +51,10 @@ mod streams;
 mod unary;
 
 use crate::headers::*;
+use crate::protocol::Plan;
 use account::{Caller, Noted, Rendering};
 use call::mid_stream_failure;
 use pipeline::Kind;
-use plan::Plan;
 use record::{Finish, Outcome, StreamEnd};
 use respond::*;
 

@@ -41,7 +41,7 @@ impl Edge {
     /// | head limits       | HTTP/1.1 head size and framing             | `Connection: close` after an error  |
     /// | admission         | `Admission::admit` (+ the upstream's slot) | the ticket rides the answer's body  |
     /// | route             | `route`                                    | —                                   |
-    /// | negotiate         | formats and framings (`negotiate`)         | —                                   |
+    /// | negotiate         | formats and framings (`Protocol::negotiate`) | —                                 |
     /// | JSON sunset       | `json_sunset` (account.rs)                 | deprecation headers                 |
     /// | deadline          | the protocol's deadline, capped            | —                                   |
     /// | content coding    | the body decoded as it arrives             | —                                   |
@@ -100,7 +100,9 @@ impl Edge {
             ticket.set_upstream(slot);
         }
         ctx.ticket = Some(ticket);
-        let mut plan = self.negotiate(head, target)?;
+        let mut plan = ctx
+            .protocol
+            .negotiate(head, target, self.config.strict_accept)?;
         ctx.plan = Some(plan);
         self.json_sunset(ctx, plan)?;
         plan.deadline = self.deadline(ctx.protocol, head, plan)?;

@@ -1,0 +1,214 @@
+//! The client protocols a listener speaks, and everything that differs between them: how a
+//! request is recognised, where its deadline comes from, how metadata maps to headers both
+//! ways, how a status is written (an error answer, the end of a stream) and how streams end.
+//! The request path (`service/`) asks the request's [`Protocol`] instead of branching on it;
+//! a protocol never converts a message (that is the codec's, `transcode`'s) and never decides
+//! what is counted (that is `service/account.rs`'s).
+//!
+//! [`Protocol::Http`] is the REST/HTTP edge (`http.rs`): a whole body in JSON, MessagePack or
+//! protobuf (Content-Type and Accept, `media_type.rs` and `negotiate.rs`), request and response
+//! streams in the framing Accept picks (`transcode::stream`), the deadline from `grpc-timeout`
+//! or `X-Timeout`, metadata as `grpc-metadata-*` headers, errors as google.rpc.Status with
+//! the HTTP status of their code and `grpc-status` / `grpc-message` headers, a stream's end as
+//! its framing's status record and `grpc-status` trailers. gRPC, gRPC-Web and Connect are
+//! further variants with the same questions to answer.
+
+use std::time::Duration;
+
+use ::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use bytes::Bytes;
+use transcode::Format;
+use transcode::stream::Framing;
+
+use crate::body::ResponseBody;
+use crate::error::EdgeError;
+use crate::headers;
+
+mod http;
+mod plan;
+
+pub(crate) use plan::Plan;
+
+/// A client protocol. Chosen once per request, from its head, by [`Protocol::recognise`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// REST/HTTP: `POST /pkg.Service/Method` and the google.api.http rules, with JSON,
+    /// MessagePack or protobuf bodies.
+    Http,
+}
+
+impl Protocol {
+    /// The protocol a request speaks, from its head. Every request is REST/HTTP until another
+    /// protocol claims it (by its Content-Type or its protocol's own headers).
+    pub fn recognise(_head: &::http::request::Parts) -> Protocol {
+        Protocol::Http
+    }
+
+    /// The protocol's name in metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+        }
+    }
+
+    /// How the request is read and answered ([`Plan`]): its format or request-stream
+    /// framing, the answer's format or framing, whether JSON was a fallback. For REST/HTTP,
+    /// from Content-Type and Accept (`strict`: 406 instead of the JSON fallback) under the
+    /// method's shape and HTTP rule (`target`).
+    pub(crate) fn negotiate(
+        self,
+        head: &::http::request::Parts,
+        target: transcode::rest::Binding<'_, '_>,
+        strict: bool,
+    ) -> Result<Plan, EdgeError> {
+        match self {
+            Protocol::Http => http::negotiate(head, target, strict),
+        }
+    }
+
+    /// The client's own deadline, if it sent one: `grpc-timeout` (gRPC's `1*8DIGIT unit`),
+    /// else `X-Timeout` in seconds. A malformed one is the client's error, naming the header.
+    pub fn client_deadline(self, headers: &HeaderMap) -> Result<Option<Duration>, EdgeError> {
+        match self {
+            Protocol::Http => headers::client_timeout(headers),
+        }
+    }
+
+    /// The metadata sent upstream with the call: `authorization`, `x-request-id` (the one
+    /// the gateway made, `made_request_id`, when the client sent none), the trace context and
+    /// every `grpc-metadata-*` with its prefix stripped.
+    pub fn upstream_metadata(
+        self,
+        headers: &HeaderMap,
+        made_request_id: Option<&HeaderValue>,
+    ) -> Result<HeaderMap, EdgeError> {
+        match self {
+            Protocol::Http => headers::upstream_metadata(headers, made_request_id),
+        }
+    }
+
+    /// The upstream's metadata (headers and trailers) as the answer's headers:
+    /// `grpc-metadata-*`.
+    pub fn answer_metadata(self, metadata: HeaderMap) -> HeaderMap {
+        match self {
+            Protocol::Http => headers::metadata_headers(metadata),
+        }
+    }
+
+    /// The format an error is written in: the answer's negotiated format when the request
+    /// got that far (`negotiated`), else the one Accept asks for (JSON when it names nothing
+    /// we serve). The refusal of JSON by the sunset policy is answered in JSON, the one
+    /// format such a client reads.
+    pub fn error_format(
+        self,
+        err: &EdgeError,
+        negotiated: Option<Format>,
+        headers: &HeaderMap,
+    ) -> Format {
+        match (self, negotiated) {
+            _ if matches!(err, EdgeError::JsonRefused { .. }) => Format::Json,
+            (Protocol::Http, Some(format)) => format,
+            (Protocol::Http, None) => crate::negotiate::response_format(
+                Format::Json,
+                headers.get(header::ACCEPT),
+                false,
+                true,
+            )
+            .map_or(Format::Json, |(f, _)| f),
+        }
+    }
+
+    /// An error answer: `status` (google.rpc.Status, already rendered in `format`) as the
+    /// body, the HTTP status of the error's code, `grpc-status` and `grpc-message` headers,
+    /// and what the error itself adds (`Allow`, `Retry-After`, the upstream's metadata).
+    pub fn error_answer(
+        self,
+        err: &EdgeError,
+        format: Format,
+        status: Bytes,
+    ) -> Response<ResponseBody> {
+        let (code, http_status) = err.code_and_status();
+        let mut response = plain(http_status, crate::negotiate::content_type(format), status);
+        let headers = response.headers_mut();
+        headers::put_status_headers(headers, code, &err.to_string());
+        match err {
+            EdgeError::MethodNotAllowed { allow, .. } => {
+                if let Ok(v) = HeaderValue::from_str(allow) {
+                    headers.insert(header::ALLOW, v);
+                }
+            }
+            EdgeError::Upstream(u) => {
+                headers.extend(self.answer_metadata(u.metadata.clone()));
+            }
+            EdgeError::Shed(_) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
+        response
+    }
+
+    /// The headers a response stream starts with, besides its content type: no caching, no
+    /// buffering by proxies, and over HTTP/1.1 the trailers declared (hyper drops undeclared
+    /// ones) when the client said it takes them (`TE: trailers`).
+    pub fn stream_headers(self, request: &::http::request::Parts, headers: &mut HeaderMap) {
+        headers.insert(header::VARY, HeaderValue::from_static("Accept"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        if request.version < ::http::Version::HTTP_2
+            && request
+                .headers
+                .get_all(header::TE)
+                .iter()
+                .any(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"))
+        {
+            headers.insert(
+                header::TRAILER,
+                HeaderValue::from_static("grpc-status, grpc-message"),
+            );
+        }
+    }
+
+    /// A response stream that ended cleanly: its framing's end in `out`; the trailers.
+    pub fn stream_ok(self, framing: Option<Framing>, out: &mut Vec<u8>) -> HeaderMap {
+        if let Some(framing) = framing {
+            framing.end(out);
+        }
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", HeaderValue::from_static("0"));
+        trailers
+    }
+
+    /// A response stream that failed after `count` messages: its framing's status record
+    /// (`status`, google.rpc.Status in the framing's format) in `out`; the trailers.
+    pub fn stream_failed(
+        self,
+        framing: Option<Framing>,
+        count: usize,
+        err: &EdgeError,
+        status: &[u8],
+        out: &mut Vec<u8>,
+    ) -> HeaderMap {
+        if let Some(framing) = framing {
+            framing.error(count, status, out);
+        }
+        let mut trailers = HeaderMap::new();
+        headers::put_status_headers(&mut trailers, err.code_and_status().0, &err.to_string());
+        trailers
+    }
+}
+
+/// A whole answer of `content_type`, varying by Accept (every answer of the API is negotiated).
+pub(crate) fn plain(
+    status: StatusCode,
+    content_type: &'static str,
+    body: Bytes,
+) -> Response<ResponseBody> {
+    let mut r = Response::new(ResponseBody::full(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept"));
+    r
+}
