@@ -155,7 +155,14 @@ async fn an_idle_http2_connection_gets_a_goaway_after_the_idle_timeout() {
         .unwrap();
     assert!(ended.is_ok(), "{ended:?}");
     let after = answered.elapsed();
-    assert!(after >= idle, "closed {after:?} after its last answer");
+    // The gateway's idle clock starts when the answer's last frame leaves it, a moment before
+    // this client has read it (under load, milliseconds): a close within that moment of the
+    // timeout is the timeout's; one a good deal earlier is not.
+    let slack = Duration::from_millis(100);
+    assert!(
+        after + slack >= idle,
+        "closed {after:?} after its last answer"
+    );
 }
 
 #[tokio::test]
