@@ -41,11 +41,11 @@ impl Edge {
     /// | head limits       | HTTP/1.1 head size and framing             | `Connection: close` after an error  |
     /// | admission         | `Admission::admit` (+ the upstream's slot) | the ticket rides the answer's body  |
     /// | route             | `route`                                    | —                                   |
-    /// | negotiate         | formats and framings (`Protocol::negotiate`) | —                                 |
+    /// | negotiate         | formats, framings (`Protocol::negotiate`)  | —                                   |
     /// | JSON sunset       | `json_sunset` (account.rs)                 | deprecation headers                 |
     /// | deadline          | the protocol's deadline, capped            | —                                   |
     /// | content coding    | the body decoded as it arrives             | —                                   |
-    /// | call              | by the method's shape: `decode_request` → `call_upstream` → `encode_response` | —    |
+    /// | call              | by the method's shape (`unary`, streams) | —                                   |
     /// | account           | —                                          | downgrades, migration report        |
     pub async fn handle<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody>
     where
@@ -107,14 +107,7 @@ impl Edge {
         self.json_sunset(ctx, plan)?;
         plan.deadline = self.deadline(ctx.protocol, head, plan)?;
         ctx.plan = Some(plan);
-        // A compressed body is decoded as it arrives; the limits apply to the decoded bytes.
-        let limit = match target.method.streaming {
-            StreamingKind::Unary | StreamingKind::ServerStreaming => self.config.max_body_bytes,
-            StreamingKind::ClientStreaming | StreamingKind::Bidirectional => {
-                self.config.max_stream_bytes
-            }
-        };
-        let body = Decoded::new(body, request_coding(&head.headers)?, limit)?;
+        let body = self.content_coding(head, target.method, body)?;
         match target.method.streaming {
             StreamingKind::Unary => self.unary(ctx, head, target, plan, body).await,
             StreamingKind::ServerStreaming => {
@@ -123,6 +116,27 @@ impl Edge {
             StreamingKind::ClientStreaming => self.client_stream(ctx, target, plan, body).await,
             StreamingKind::Bidirectional => self.bidi_stream(ctx, target, plan, body).await,
         }
+    }
+
+    /// A compressed body is decoded as it arrives; the limits apply to the decoded bytes (a
+    /// request stream's: `max_stream_bytes` over all its messages).
+    fn content_coding<B>(
+        &self,
+        head: &http::request::Parts,
+        method: &Method,
+        body: B,
+    ) -> Result<Decoded<B>, EdgeError>
+    where
+        B: Body<Data = Bytes> + Unpin,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let limit = match method.streaming {
+            StreamingKind::Unary | StreamingKind::ServerStreaming => self.config.max_body_bytes,
+            StreamingKind::ClientStreaming | StreamingKind::Bidirectional => {
+                self.config.max_stream_bytes
+            }
+        };
+        Decoded::new(body, request_coding(&head.headers)?, limit)
     }
 
     /// The outbound steps, in order: the error form, then the inbound steps' outbound halves
