@@ -61,7 +61,9 @@ async fn check(mut resolved: Resolved) -> (String, Vec<String>) {
     // With reflection (`--reflect`, `schema_source = "reflection"`, a service's `reflect`),
     // the live upstreams are asked, as `serve` would ask them.
     let schema = match &upstreams {
-        Some(upstreams) => crate::schema::load(&resolved, upstreams).await,
+        Some(upstreams) => {
+            crate::schema::load(&resolved, upstreams, &mut crate::disk::Disk::default()).await
+        }
         None if resolved.schema.is_empty() => Err(anyhow::anyhow!(
             "the schema from reflection is not checked: the upstreams do not work"
         )),

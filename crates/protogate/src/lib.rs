@@ -9,6 +9,7 @@
 //! - `duration`: `parse_duration`, the durations of flags and keys (`config` re-exports it).
 //! - `listen`: `--listen` addresses (IPs, host names, `:PORT`) and binding them.
 //! - `schema_files`: reading descriptor sets and `.proto` files for `transcode`.
+//! - `disk`: the files one load reads, each read once (what a reload notes as loaded).
 //! - `run`: `protogate serve`.
 //! - [`demo`]: the embedded demo shop service and `protogate demo`.
 //! - `convert`: `protogate convert`.
@@ -19,6 +20,7 @@ mod cli;
 pub mod config;
 mod convert;
 pub mod demo;
+mod disk;
 mod duration;
 mod listen;
 mod logging;

@@ -20,7 +20,11 @@
 //! another over it, which a watch on the file itself stops seeing, and Kubernetes swaps a
 //! `..data` symlink beside a ConfigMap's files, which no event on the files themselves
 //! reports. Any change in those directories is a candidate; the gateway reloads when the
-//! files' contents differ from those it last loaded.
+//! files' contents differ from those it last loaded — the bytes the load read and built
+//! from ([`Disk`]), never the files read again after, so a file written during or just after
+//! a load is reloaded. The watch begins before the gateway says it listens, and the files
+//! are compared with those the running configuration was built from as it begins (and as
+//! each new watch does): a change made before a watch began is reloaded too.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -32,6 +36,7 @@ use tokio::time::Instant;
 
 use crate::cli::ServeArgs;
 use crate::config::{self, Resolved};
+use crate::disk::{self, Disk};
 
 /// File events this close together are one change.
 const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -88,12 +93,11 @@ impl Fixed {
 
 /// The files a snapshot was built from: a change to any of them reloads.
 fn watched_files(args: &ServeArgs, resolved: &Resolved) -> BTreeSet<PathBuf> {
-    let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
     args.config
         .iter()
         .chain(&resolved.schema.descriptor_sets)
         .chain(&resolved.schema.protos)
-        .map(absolute)
+        .map(|p| disk::absolute(p))
         .collect()
 }
 
@@ -125,19 +129,27 @@ impl Trigger {
 }
 
 /// Starts reloading `live` on each `hangup`, on changes to the files `first` was built
-/// from, and — when the schema comes from reflection — every `schema_refresh` and when
-/// `unknown_method` is told of a request for a method the schema lacks (at most once per
-/// `schema_refresh`, so requests for unknown paths cannot make the gateway ask its upstreams
-/// over and over). Runs until the process ends.
+/// from (`disk`: as they were read for it), and — when the schema comes from reflection —
+/// every `schema_refresh` and when `unknown_method` is told of a request for a method the
+/// schema lacks (at most once per `schema_refresh`, so requests for unknown paths cannot make
+/// the gateway ask its upstreams over and over). The files are watched when this returns:
+/// call it before saying the gateway listens. Runs until the process ends.
 pub fn spawn(
     args: ServeArgs,
     live: edge::Live,
     first: &Resolved,
+    mut disk: Disk,
     mut hangups: mpsc::Receiver<()>,
     unknown_method: Arc<tokio::sync::Notify>,
 ) -> tokio::task::JoinHandle<()> {
     let mut files = watched_files(&args, first);
-    let mut loaded = fingerprint(&files);
+    // What the running configuration was built from, not what the files hold by now.
+    let mut loaded = disk.fingerprint(&files);
+    // Whether `loaded` is what is in force (not the files of a reload that failed): a
+    // refresh is no news when the reflection gives the same schema only then.
+    let mut in_force = true;
+    let (changed_tx, mut changed) = mpsc::channel::<()>(1);
+    let mut _watcher = watch(&files, &changed_tx, loaded);
     let mut fixed = Fixed::of(first);
     let mut refresh = first.reflection.as_ref().map(|r| r.refresh);
     // The configuration last put in force, and whether the configuration failed to load
@@ -147,17 +159,18 @@ pub fn spawn(
     let mut good = first.clone();
     let mut broken = false;
     tokio::spawn(async move {
-        let (changed_tx, mut changed) = mpsc::channel::<()>(1);
-        let mut _watcher = watch(&files, changed_tx.clone());
         let mut next_refresh = Instant::now() + refresh.unwrap_or_default();
         let mut last_unknown: Option<Instant> = None;
         loop {
+            // The files as this reload reads them: once, for the comparison, the load and
+            // what it notes as loaded.
+            let mut disk = Disk::default();
             let trigger = tokio::select! {
                 Some(()) = hangups.recv() => Trigger::Hangup,
                 Some(()) = changed.recv() => {
                     // Whatever else changes in the next moments is the same change.
                     while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, changed.recv()).await {}
-                    if fingerprint(&files) == loaded {
+                    if disk.fingerprint(&files) == loaded {
                         continue;
                     }
                     Trigger::FileChanged
@@ -176,14 +189,15 @@ pub fn spawn(
             let metrics = live.load().metrics().schema_reloads.clone();
             let began = Instant::now();
             // A refresh when no file changed is no news if the reflection gives the same.
-            let quiet = trigger.is_refresh() && fingerprint(&files) == loaded;
-            let outcome = if quiet && broken {
-                reload(good.clone(), &live, &unknown_method, quiet).await
+            let unchanged = trigger.is_refresh() && disk.fingerprint(&files) == loaded;
+            let outcome = if unchanged && broken {
+                reload(good.clone(), &live, &unknown_method, true, &mut disk).await
             } else {
-                match config::load(args.clone()) {
+                let quiet = unchanged && in_force;
+                match config::load_from(args.clone(), &mut disk) {
                     Ok(resolved) => {
                         broken = false;
-                        reload(resolved, &live, &unknown_method, quiet).await
+                        reload(resolved, &live, &unknown_method, quiet, &mut disk).await
                     }
                     Err(error) => {
                         broken = true;
@@ -199,34 +213,40 @@ pub fn spawn(
                     );
                 }
                 Ok(Some((resolved, summary))) => {
+                    // What was built is what the files held when read, whatever they hold
+                    // now: a write since differs, and is reloaded.
+                    let now = watched_files(&args, &resolved);
+                    loaded = disk.fingerprint(&now);
+                    // (Still broken: what is in force is `good`, not the files.)
+                    in_force = !broken;
                     metrics
                         .get_or_create(&edge::metrics::ResultLabels { result: "ok" })
                         .inc();
                     let took_ms = began.elapsed().as_secs_f64() * 1000.0;
                     tracing::info!(trigger = trigger.as_str(), digest = %live.load().digest(), took_ms, "configuration reloaded: {summary}");
-                    let now = Fixed::of(&resolved);
-                    let needs_restart = now.changes(&fixed);
+                    let restart = Fixed::of(&resolved);
+                    let needs_restart = restart.changes(&fixed);
                     if !needs_restart.is_empty() {
                         tracing::warn!(
                             "changed, but in force only after a restart: {}",
                             needs_restart.join(", ")
                         );
                     }
-                    fixed = now;
+                    fixed = restart;
                     refresh = resolved.reflection.as_ref().map(|r| r.refresh);
-                    let now = watched_files(&args, &resolved);
-                    loaded = fingerprint(&now);
                     if now != files {
                         files = now;
-                        _watcher = watch(&files, changed_tx.clone());
+                        _watcher = watch(&files, &changed_tx, loaded);
                     }
                     good = resolved;
                 }
                 Err(error) => {
                     // Not read again until the files change (or a SIGHUP); after a
                     // configuration that did not load, a refresh meanwhile asks the
-                    // reflection with the configuration in force.
-                    loaded = fingerprint(&files);
+                    // reflection with the configuration in force. What is noted is what this
+                    // reload read: a file written since is reloaded.
+                    loaded = disk.fingerprint(&files);
+                    in_force = false;
                     metrics
                         .get_or_create(&edge::metrics::ResultLabels { result: "failed" })
                         .inc();
@@ -244,31 +264,21 @@ pub fn spawn(
     })
 }
 
-/// A hash of the files' contents (a file that cannot be read hashes as its error).
-fn fingerprint(files: &BTreeSet<PathBuf>) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::hash::DefaultHasher::new();
-    for file in files {
-        file.hash(&mut hasher);
-        match std::fs::read(file) {
-            Ok(bytes) => bytes.hash(&mut hasher),
-            Err(e) => e.kind().hash(&mut hasher),
-        }
-    }
-    hasher.finish()
-}
-
-/// Watches the directories of `files`, telling `changed` of any change in them.
-/// None (and a warning) when the system cannot watch them: SIGHUP still reloads.
+/// Watches the directories of `files`, telling `changed` of any change in them, then compares
+/// the files with `loaded` (what the configuration in force was built from): a change made
+/// before the watch began is told too. None (and a warning) when the system cannot watch
+/// them: SIGHUP still reloads.
 fn watch(
     files: &BTreeSet<PathBuf>,
-    changed: mpsc::Sender<()>,
+    changed: &mpsc::Sender<()>,
+    loaded: u64,
 ) -> Option<notify::RecommendedWatcher> {
     use notify::{EventKind, RecursiveMode, Watcher};
+    let tell = changed.clone();
     let handler = move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
         if !matches!(event.kind, EventKind::Access(_)) {
-            let _ = changed.try_send(());
+            let _ = tell.try_send(());
         }
     };
     let mut watcher = match notify::recommended_watcher(handler) {
@@ -287,17 +297,21 @@ fn watch(
             tracing::warn!(dir = %dir.display(), %error, "cannot watch this directory; SIGHUP reloads");
         }
     }
+    if Disk::default().fingerprint(files) != loaded {
+        let _ = changed.try_send(());
+    }
     Some(watcher)
 }
 
-/// Builds the new snapshot from `resolved` (and the upstreams' reflection) and puts it in
-/// force; what it changed in words. With `quiet`, a snapshot whose schema is the running
-/// one's is not put in force (`None`): the configuration is known unchanged.
+/// Builds the new snapshot from `resolved` (its files read through `disk`, and the
+/// upstreams' reflection) and puts it in force; what it changed in words. With `quiet`, a snapshot whose schema is the
+/// running one's is not put in force (`None`): the configuration is known unchanged.
 async fn reload(
     resolved: Resolved,
     live: &edge::Live,
     unknown_method: &Arc<tokio::sync::Notify>,
     quiet: bool,
+    disk: &mut Disk,
 ) -> anyhow::Result<Option<(Resolved, String)>> {
     let old = live.load();
     let (default, services) = crate::config::upstream_specs(&resolved)?;
@@ -311,7 +325,7 @@ async fn reload(
             Arc::new(edge::SystemResolver),
         )
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let schema = crate::schema::load(&resolved, &upstreams).await?;
+    let schema = crate::schema::load(&resolved, &upstreams, disk).await?;
     // The running schema's digest is known: one encoding of the new one, not two.
     if quiet && *edge::schema_digest(&schema) == *old.digest() {
         return Ok(None);

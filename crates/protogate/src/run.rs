@@ -6,10 +6,14 @@ use anyhow::Context as _;
 
 use crate::cli::ServeArgs;
 use crate::config::{self, ConfigError};
+use crate::disk::Disk;
 use crate::logging;
 
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let resolved = config::load(args.clone())?;
+    // The files as read for the first snapshot, each once: the reloads compare the files with
+    // these, not with what they hold once the gateway listens.
+    let mut disk = Disk::default();
+    let resolved = config::load_from(args.clone(), &mut disk)?;
     logging::init(resolved.log_format);
     runtime(resolved.worker_threads)?.block_on(async move {
         // The signals first: a SIGHUP (systemd's ExecReload) while the schema loads must not
@@ -26,7 +30,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .map_err(|e| ConfigError(e.to_string()))?;
         // Validated before any port opens: a broken schema names its file and line, an
         // upstream whose reflection does not answer is named.
-        let schema = crate::schema::load(&resolved, &upstreams).await?;
+        let schema = crate::schema::load(&resolved, &upstreams, &mut disk).await?;
         let methods = schema.methods().count();
         let mut resolved = resolved;
         // The certificate is loaded now (a bad one is a configuration error), then watched.
@@ -55,7 +59,15 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge.clone()).map_err(|e| ConfigError(e.to_string()))?);
         let live = edge::Live::new(edge);
-        let reloads = crate::reload::spawn(args, live.clone(), &resolved, hangups, unknown_method);
+        // Before the "listening" lines: the files are watched from then on.
+        let reloads = crate::reload::spawn(
+            args,
+            live.clone(),
+            &resolved,
+            disk,
+            hangups,
+            unknown_method,
+        );
         // Bound last: every configuration error is reported before a port opens.
         let listeners = resolved.listen.bind()?;
         let admin_listeners = match &resolved.admin_listen {

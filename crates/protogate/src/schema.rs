@@ -11,14 +11,20 @@ use std::collections::{BTreeMap, HashSet};
 use transcode::Schema;
 
 use crate::config::{ConfigError, Resolved};
+use crate::disk::Disk;
 use crate::schema_files;
 
-/// The schema `resolved` names, asking `upstreams`' reflection when it says so.
-pub async fn load(resolved: &Resolved, upstreams: &edge::Upstreams) -> anyhow::Result<Schema> {
+/// The schema `resolved` names, its files read through `disk`, asking `upstreams`'
+/// reflection when it says so.
+pub async fn load(
+    resolved: &Resolved,
+    upstreams: &edge::Upstreams,
+    disk: &mut Disk,
+) -> anyhow::Result<Schema> {
     let given = if resolved.schema.is_empty() {
         None
     } else {
-        Some(schema_files::load(&resolved.schema)?)
+        Some(schema_files::load_from(&resolved.schema, disk)?)
     };
     let Some(reflection) = &resolved.reflection else {
         return given.ok_or_else(|| ConfigError("no schema given".into()).into());

@@ -1,21 +1,30 @@
 //! Reading schemas from disk for `transcode`, which never touches files itself.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use transcode::Schema;
 
 use crate::cli::SchemaArgs;
 use crate::config::ConfigError;
+use crate::disk::Disk;
 
 /// Loads the schema named by descriptor sets and/or `.proto` files.
 pub fn load(args: &SchemaArgs) -> anyhow::Result<Schema> {
+    load_from(args, &mut Disk::default())
+}
+
+/// [`load`], the descriptor sets and the `.proto` files named read through `disk` (the files
+/// they import, which are not watched, from the include directories).
+pub fn load_from(args: &SchemaArgs, disk: &mut Disk) -> anyhow::Result<Schema> {
     if !args.descriptor_sets.is_empty() && !args.protos.is_empty() {
         return Err(ConfigError("give either --descriptor-set or --proto, not both".into()).into());
     }
     if !args.descriptor_sets.is_empty() {
         let mut sets = Vec::new();
         for path in &args.descriptor_sets {
-            let bytes = std::fs::read(path)
+            let bytes = disk
+                .read(path)
                 .map_err(|e| ConfigError(format!("descriptor set {}: {e}", path.display())))?;
             sets.push(bytes);
         }
@@ -41,13 +50,21 @@ pub fn load(args: &SchemaArgs) -> anyhow::Result<Schema> {
         args.includes.clone()
     };
     let mut names = Vec::new();
+    // The files named, by the name they are compiled (and imported) by, as `disk` holds them.
+    let mut named = HashMap::new();
     for proto in &args.protos {
-        names.push(import_name(proto, &includes)?);
+        let name = import_name(proto, &includes)?;
+        if let Ok(text) = disk.read_to_string(proto) {
+            named.insert(name.clone(), text);
+        }
+        names.push(name);
     }
     let dirs = includes.clone();
     Schema::compile(&names, move |name| {
-        dirs.iter()
-            .find_map(|dir| std::fs::read_to_string(dir.join(name)).ok())
+        named.get(name).cloned().or_else(|| {
+            dirs.iter()
+                .find_map(|dir| std::fs::read_to_string(dir.join(name)).ok())
+        })
     })
     .map_err(|e| ConfigError(format!("compiling {}: {e}", names_list(&args.protos))).into())
 }

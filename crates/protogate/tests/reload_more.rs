@@ -2,7 +2,9 @@
 //! file changes close together are one reload; each setting only a restart changes is named
 //! when a reload changes it; a call in flight across a reload (by a file change, and by
 //! SIGHUP) ends on the snapshot it started with while new calls get the new one; a replaced
-//! `[tls] client_ca` decides which client certificates new connections accept.
+//! `[tls] client_ca` decides which client certificates new connections accept; every change
+//! written under the file watcher alone is put in force, also one written while the gateway
+//! starts or while a reload builds (or fails).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +13,7 @@ mod support;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -62,15 +64,10 @@ fn nth_line(gw: &Proc, needles: &[&str], n: usize) -> String {
     })
 }
 
-/// SIGHUP, and its reload logged: from then on the gateway watches its files (the watch is
-/// set up by the task that reloads, which may start after the gateway says it listens).
-///
-/// A reload notes what the files hold (reload.rs, `loaded = fingerprint(..)`) only after
-/// its line is logged, reading them again: a file written in between is taken as loaded
-/// though it was not, and that change is never reloaded by the watcher (seen on a loaded
-/// machine). So a test that writes a file right after a reload's line may lose the change;
-/// these tests write files after a request has gone through the gateway since (the reload
-/// task long done), or put the change in force with SIGHUP.
+/// SIGHUP, and its reload logged: whatever the files said before the signal is in force
+/// then. (The file watcher reloads the same changes by itself, 300 ms after the last; the
+/// tests that count warnings or check what is in force at a given step use SIGHUP as the
+/// point they know.)
 fn sighup_reload(gw: &Proc) -> String {
     let before = lines(gw, &[RELOADED, "SIGHUP"]).len();
     gw.signal("-HUP");
@@ -234,10 +231,9 @@ fn each_setting_only_a_restart_changes_is_named_when_a_reload_changes_it() {
             None,
         ),
     ];
-    // Each step is put in force by SIGHUP, which reloads whatever the files say: a reload
-    // by the file change alone could be lost (see `sighup_reload`). The watcher may reload
-    // the same change too, before or after; either way one reload reads it first, and only
-    // that one can name a setting. A reload's warning follows its line, so once the next
+    // Each step is put in force by SIGHUP, which reloads whatever the files say. The watcher
+    // may reload the same change too, before or after; either way one reload reads it first,
+    // and only that one can name a setting. A reload's warning follows its line, so once the next
     // SIGHUP's line is logged, every warning before it is.
     let mut named: Vec<&str> = Vec::new();
     for (from, to, setting) in &steps {
@@ -677,6 +673,337 @@ fn a_replaced_client_ca_decides_which_clients_new_connections_accept() {
     let refused = healthz(addr, from_old());
     assert!(refused.is_err(), "{refused:?}");
     assert_eq!(open.healthz(), ok);
+    gw.sigterm();
+    assert!(gw.wait_exit().success());
+}
+
+// === every change written is reloaded ===
+
+/// GET /admin/schema (on the main listener: no admin_listen in these tests).
+fn schema_document(addr: SocketAddr) -> String {
+    body(&http(addr, "GET", "/admin/schema", "", b"")).to_owned()
+}
+
+/// Polls `check` on the gateway's `/admin/schema` every 2 ms (tight: a test that writes the
+/// next file as soon as the last is in force writes it as close as it can to the reload that
+/// put it there) until it holds, for at most [`DEADLINE`]; fails the test with the log if it
+/// never does.
+fn wait_for_schema(gw: &Proc, what: &str, check: impl Fn(&str) -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let log = gw.log();
+        if let Some(failed) = log.iter().find(|l| l.contains("reload failed")) {
+            panic!("{failed}\nlog:\n{}", log.join("\n"));
+        }
+        let document = schema_document(gw_addr(gw));
+        if check(&document) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} never in force: /admin/schema {document}\nlog:\n{}",
+            log.join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The address `gw` logged it listens on (it has: the callers took it before).
+fn gw_addr(gw: &Proc) -> SocketAddr {
+    let line = gw
+        .log()
+        .into_iter()
+        .find(|l| l.contains("listening on http://"))
+        .expect("the gateway listens");
+    let rest = line.split("listening on http://").nth(1).unwrap();
+    rest.split(|c: char| c.is_whitespace() || c == '"')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// docs/operations.md: the gateway reloads "whenever the config file … or a `.proto` file it
+/// was started with changes on disk". Under the file watcher alone — no SIGHUP, from the
+/// moment the gateway says it listens — the config file (a REST rule's path) and the
+/// `.proto` (one more method) are rewritten in turn, each as soon as the one before is in
+/// force; every version is put in force. (A reload noted what the files held by reading them
+/// again after its line was logged, and the watcher was set up by a task that could start
+/// after the gateway said it listened: a file written in either gap was taken as loaded and
+/// never reloaded.)
+#[test]
+fn every_change_written_under_the_watcher_alone_is_put_in_force() {
+    let scratch = Scratch::new("every-change");
+    let v1 = std::fs::read_to_string(format!("{PROTO_DIR}/demo/v1/shop.proto")).unwrap();
+    let proto_text = |extra: usize| {
+        v1.replace(
+            "  rpc GetOrder(",
+            &format!("  rpc Extra{extra}(GetOrderRequest) returns (Order);\n  rpc GetOrder("),
+        )
+    };
+    let config_text = |rule: usize| {
+        format!(
+            "listen = \"127.0.0.1:0\"\nupstream = \"http://127.0.0.1:1\"\nprotos = [\"shop.proto\"]\nincludes = [\".\", \"{PROTO_DIR}\"]\n\
+             [[http_rules]]\nselector = \"demo.shop.v1.Shop.GetOrder\"\nget = \"/rule{rule}/orders/{{id}}\"\n"
+        )
+    };
+    let proto = scratch.file("shop.proto", &proto_text(0));
+    let config = scratch.file("gw.toml", &config_text(0));
+    let mut gw = Proc::spawn(&["serve", "--config", &config]);
+    gw.addr();
+    let (mut rule, mut extra) = (0, 0);
+    for version in 1..=12 {
+        if version % 2 == 1 {
+            rule = version;
+            replace(&config, &config_text(rule));
+        } else {
+            extra = version;
+            replace(&proto, &proto_text(extra));
+        }
+        wait_for_schema(&gw, &format!("version {version}"), |document| {
+            document.contains(&format!("\"/rule{rule}/orders/{{id}}\""))
+                && document.contains(&format!("/demo.shop.v1.Shop/Extra{extra}\""))
+        });
+    }
+    assert!(lines(&gw, &["SIGHUP"]).is_empty());
+    gw.sigterm();
+    assert!(gw.wait_exit().success());
+}
+
+/// What a held reflection question gets when the test lets it go.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Release {
+    Not,
+    Answer,
+    Refuse,
+}
+
+/// A backend serving gRPC server reflection (v1) of proto/test/reflect/v1 and nothing else,
+/// whose questions the test can hold: while held, a question is counted and waits until
+/// released, then is answered or refused (UNAVAILABLE). So a test can write a file while the
+/// gateway is in the middle of building a snapshot: it has read its files and waits for the
+/// reflection.
+struct ReflectionBackend {
+    addr: SocketAddr,
+    hold: Arc<AtomicBool>,
+    held: Arc<AtomicUsize>,
+    release: tokio::sync::watch::Sender<Release>,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl ReflectionBackend {
+    fn start(held_from_the_start: bool) -> ReflectionBackend {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let dirs = [
+            format!("{PROTO_DIR}/test/reflect/v1"),
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../transcode/proto").to_owned(),
+        ];
+        let schema = transcode::Schema::compile(&["evolving.proto".to_owned()], move |name| {
+            dirs.iter()
+                .find_map(|dir| std::fs::read_to_string(format!("{dir}/{name}")).ok())
+        })
+        .unwrap();
+        let set: &'static [u8] = Box::leak(schema.to_descriptor_set().into_boxed_slice());
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(set)
+            .build_v1()
+            .unwrap();
+        let hold = Arc::new(AtomicBool::new(held_from_the_start));
+        let held = Arc::new(AtomicUsize::new(0));
+        let (release, released) = tokio::sync::watch::channel(Release::Not);
+        let gated = Gated {
+            reflection,
+            hold: hold.clone(),
+            held: held.clone(),
+            released,
+        };
+        rt.spawn(async move {
+            let incoming = tonic::transport::server::TcpIncoming::from(listener);
+            tonic::transport::Server::builder()
+                .serve_with_incoming(gated, incoming)
+                .await
+                .unwrap();
+        });
+        ReflectionBackend {
+            addr,
+            hold,
+            held,
+            release,
+            _rt: rt,
+        }
+    }
+
+    /// Questions from now on are held.
+    fn hold(&self) {
+        self.release.send_replace(Release::Not);
+        self.hold.store(true, Ordering::SeqCst);
+    }
+
+    /// The held questions are let go (`how`), and the next ones answered at once.
+    fn release(&self, how: Release) {
+        self.hold.store(false, Ordering::SeqCst);
+        self.release.send_replace(how);
+    }
+
+    fn held(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+
+    /// Waits until more than `before` questions were held.
+    fn wait_held(&self, before: usize, gw: &Proc) {
+        let held = eventually("a reflection question to be held", || {
+            (self.held() > before).then_some(())
+        });
+        assert!(held.is_some(), "{}", gw.log().join("\n"));
+    }
+}
+
+#[derive(Clone)]
+struct Gated<R> {
+    reflection: R,
+    hold: Arc<AtomicBool>,
+    held: Arc<AtomicUsize>,
+    released: tokio::sync::watch::Receiver<Release>,
+}
+
+impl<R> tonic::server::NamedService for Gated<R> {
+    const NAME: &'static str = "grpc.reflection.v1.ServerReflection";
+}
+
+type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+impl<R> tower::Service<http::Request<tonic::body::Body>> for Gated<R>
+where
+    R: tower::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    R::Future: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        let path = req.uri().path().to_owned();
+        if !path.starts_with("/grpc.reflection.v1.") {
+            return Box::pin(async move { Ok(tonic::Status::unimplemented(path).into_http()) });
+        }
+        let mut reflection = self.reflection.clone();
+        let (hold, held, mut released) =
+            (self.hold.clone(), self.held.clone(), self.released.clone());
+        Box::pin(async move {
+            if hold.load(Ordering::SeqCst) {
+                held.fetch_add(1, Ordering::SeqCst);
+                let how = *released.wait_for(|r| *r != Release::Not).await.unwrap();
+                if how == Release::Refuse {
+                    return Ok(tonic::Status::unavailable("refused by the test").into_http());
+                }
+            }
+            reflection.call(req).await
+        })
+    }
+}
+
+/// A config file for the reflection backend: the schema from its reflection, and a REST rule
+/// whose path names `version` (in force when `/admin/schema` lists it).
+fn reflected_config(backend: &ReflectionBackend, version: usize) -> String {
+    format!(
+        "listen = \"127.0.0.1:0\"\nupstream = \"http://{}\"\nschema_source = \"reflection\"\nschema_refresh = \"1h\"\n\
+         [[http_rules]]\nselector = \"protogate.test.reflect.Evolving.Echo\"\nget = \"/rule{version}/{{id}}\"\n",
+        backend.addr
+    )
+}
+
+fn has_rule(version: usize) -> impl Fn(&str) -> bool {
+    move |document: &str| document.contains(&format!("\"/rule{version}/{{id}}\""))
+}
+
+/// The config file rewritten while the gateway starts — after it read the file, before it
+/// listens (it waits for the upstream's reflection) — is put in force once it listens: the
+/// watcher compares the files with those the running configuration was built from, not with
+/// what they hold when the watch begins.
+#[test]
+fn a_file_written_while_the_gateway_starts_is_put_in_force() {
+    let backend = ReflectionBackend::start(true);
+    let scratch = Scratch::new("written-at-start");
+    let config = scratch.file("gw.toml", &reflected_config(&backend, 1));
+    let mut gw = Proc::spawn(&["serve", "--config", &config]);
+    backend.wait_held(0, &gw);
+    replace(&config, &reflected_config(&backend, 2));
+    backend.release(Release::Answer);
+    gw.addr();
+    wait_for_schema(&gw, "the file written at start", has_rule(2));
+    gw.sigterm();
+    assert!(gw.wait_exit().success());
+}
+
+/// The config file rewritten while a reload (SIGHUP) builds its snapshot from the file's
+/// previous text — read, waiting for the reflection — is reloaded after it: the reload notes
+/// as loaded the text it built from, not what the file holds when it is done.
+#[test]
+fn a_file_written_while_a_reload_builds_is_reloaded_after_it() {
+    let backend = ReflectionBackend::start(false);
+    let scratch = Scratch::new("written-in-reload");
+    let config = scratch.file("gw.toml", &reflected_config(&backend, 1));
+    let mut gw = Proc::spawn(&["serve", "--config", &config]);
+    gw.addr();
+    wait_for_schema(&gw, "the first file", has_rule(1));
+    backend.hold();
+    let before = backend.held();
+    gw.signal("-HUP");
+    backend.wait_held(before, &gw);
+    replace(&config, &reflected_config(&backend, 2));
+    backend.release(Release::Answer);
+    nth_line(&gw, &[RELOADED, "SIGHUP"], 1);
+    wait_for_schema(&gw, "the file written during the reload", has_rule(2));
+    gw.sigterm();
+    assert!(gw.wait_exit().success());
+}
+
+/// The same when that reload fails (the reflection refused): the file written meanwhile is
+/// reloaded after the failure, which notes the text it failed on, not the new one.
+#[test]
+fn a_file_written_while_a_reload_fails_is_reloaded_after_it() {
+    let backend = ReflectionBackend::start(false);
+    let scratch = Scratch::new("written-in-failed-reload");
+    let config = scratch.file("gw.toml", &reflected_config(&backend, 1));
+    let mut gw = Proc::spawn(&["serve", "--config", &config]);
+    gw.addr();
+    wait_for_schema(&gw, "the first file", has_rule(1));
+    backend.hold();
+    let before = backend.held();
+    gw.signal("-HUP");
+    backend.wait_held(before, &gw);
+    replace(&config, &reflected_config(&backend, 2));
+    backend.release(Release::Refuse);
+    let failed = eventually("the reload to fail", || {
+        lines(&gw, &["reload failed", "SIGHUP"]).into_iter().next()
+    });
+    assert!(failed.is_some(), "{}", gw.log().join("\n"));
+    let deadline = Instant::now() + DEADLINE;
+    while !has_rule(2)(&schema_document(gw_addr(&gw))) {
+        assert!(
+            Instant::now() < deadline,
+            "the file written during the failed reload never in force; log:\n{}",
+            gw.log().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     gw.sigterm();
     assert!(gw.wait_exit().success());
 }

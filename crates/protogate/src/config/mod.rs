@@ -21,6 +21,7 @@ use std::fmt;
 use std::path::Path;
 
 use crate::cli::ServeArgs;
+use crate::disk::Disk;
 
 pub use crate::duration::parse_duration;
 pub use raw::{
@@ -45,9 +46,15 @@ impl std::error::Error for ConfigError {}
 
 /// The flags over the file they name (`--config`), resolved.
 pub fn load(args: ServeArgs) -> Result<Resolved, ConfigError> {
+    load_from(args, &mut Disk::default())
+}
+
+/// [`load`], the file read through `disk` (what a reload notes as loaded is what it read).
+pub(crate) fn load_from(args: ServeArgs, disk: &mut Disk) -> Result<Resolved, ConfigError> {
     let file = match &args.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            let text = disk
+                .read_to_string(path)
                 .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?;
             let base = path.parent().unwrap_or(Path::new("."));
             FileConfig::parse(&text, base)
