@@ -1,4 +1,4 @@
-//! Several endpoints behind one upstream (issue 13 §3-§5): calls spread by power of two
+//! Several endpoints behind one upstream: calls spread by power of two
 //! choices, an endpoint that dies is ejected without failing calls it had not taken and comes
 //! back when it returns, host names followed as their answers change, endpoints that fail
 //! their health check left out, `/readyz` and the endpoint gauges telling the state.

@@ -1,4 +1,4 @@
-//! Snapshots swapped under load (issue 15 §2): a request in flight when a new snapshot goes in
+//! Snapshots swapped under load: a request in flight when a new snapshot goes in
 //! ends on the one it started with (its answer rendered by the old schema), the next ones see
 //! the new one, and what outlives snapshots — the metrics, the upstream pools configured as
 //! before — carries over.

@@ -1,4 +1,4 @@
-//! TLS (issue 13 §1, §2) with certificates made in the test: the listener speaks HTTP/1.1 and
+//! TLS with certificates made in the test: the listener speaks HTTP/1.1 and
 //! HTTP/2 by ALPN on one port; client certificates are required or optional, a verified one
 //! names the client in the migration report; a replaced certificate serves new connections
 //! while an open one keeps working; `https` upstreams are called over TLS (mTLS too) for

@@ -1,5 +1,5 @@
-//! Content negotiation in a loop, for instruction counts (BENCHMARKS.md, "Negotiation by the
-//! RFC 9110 grammar"):
+//! Content negotiation in a loop, for instruction counts (BENCHMARKS.md, the history entry
+//! 2026-12-01 (3e48c09..5a94c6a): negotiation by the RFC 9110 grammar):
 //!
 //! ```sh
 //! cargo build --release -p protogate-edge --example negotiation

@@ -57,7 +57,8 @@ pub struct EdgeConfig {
     /// (default here 0; the binary's is 5 s). HTTP/1.1 answers say `Connection: close` and
     /// HTTP/2 connections get a GOAWAY meanwhile.
     pub drain_delay: Duration,
-    /// `/healthz`, `/readyz` and `/metrics` are served on an admin listener of their own
+    /// The admin endpoints (`/healthz`, `/readyz`, `/metrics`, `/admin/migration`,
+    /// `/admin/migration.json`, `/admin/schema`) are served on an admin listener of their own
     /// ([`serve_admin`](crate::serve_admin)), not on the main one (default false).
     pub admin_listener: bool,
     /// One INFO line per request (target `protogate::access`): peer, method, path, route,

@@ -28,14 +28,6 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// Every reason, in the order a rendering's are counted and logged.
-    pub const ALL: [Reason; 4] = [
-        Reason::JsonRequested,
-        Reason::AcceptFallback,
-        Reason::UnknownFields,
-        Reason::JsonDeprecated,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::JsonRequested => "json_requested",

@@ -292,7 +292,7 @@ impl fmt::Display for SetupError {
             SetupError::Routes(e) => write!(f, "{e}"),
             SetupError::PathTaken { path, rule } => write!(
                 f,
-                "the HTTP rule {rule} takes {path}, which the gateway answers itself on the same listener (set admin_listen to move /healthz, /readyz and /metrics off the main listener)"
+                "the HTTP rule {rule} takes {path}, which the gateway answers itself on the same listener (set admin_listen to move the admin endpoints off the main listener)"
             ),
             SetupError::Cors(why) => f.write_str(why),
             SetupError::Sunset(e) => write!(f, "{e}"),

@@ -252,9 +252,9 @@ pub(crate) fn is_reserved_metadata(name: &str) -> bool {
 }
 
 /// Upstream metadata (headers and trailers) as `grpc-metadata-*` response headers.
-pub(crate) fn metadata_headers(metadata: HeaderMap) -> HeaderMap {
+pub(crate) fn metadata_headers(metadata: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::new();
-    for (name, value) in &metadata {
+    for (name, value) in metadata {
         let n = name.as_str();
         if is_reserved_metadata(n) {
             continue;
@@ -336,7 +336,7 @@ mod tests {
         up.insert("content-type", HeaderValue::from_static("application/grpc"));
         up.insert("grpc-status", HeaderValue::from_static("0"));
         up.insert("x-trace", HeaderValue::from_static("t"));
-        let back = metadata_headers(up);
+        let back = metadata_headers(&up);
         assert_eq!(back.len(), 1);
         assert_eq!(back.get("grpc-metadata-x-trace").unwrap(), "t");
     }

@@ -1,4 +1,4 @@
-//! `protogate check` (issue 15 §4, and the effective sunset policy of issue 17 §4): a good
+//! `protogate check` (and the effective sunset policy): a good
 //! configuration prints the route table and the policy in force per method and exits 0; a bad
 //! one lists every problem it has and exits 64. No port is opened, no upstream dialed.
 

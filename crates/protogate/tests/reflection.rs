@@ -1,4 +1,4 @@
-//! The schema from the upstreams' gRPC server reflection (issue 15 §1), through the binary: a
+//! The schema from the upstreams' gRPC server reflection, through the binary: a
 //! backend serving tonic-reflection (v1, or only v1alpha) and no file given to the gateway;
 //! JSON, MessagePack, protobuf and a REST rule served from what reflection gave; the backend
 //! restarted with a v2 schema (a new field, a new method, a new service) under sequential

@@ -1,4 +1,4 @@
-//! Hot reload through the binary (issue 15 §2-§3): a `.proto` rewritten on disk is served
+//! Hot reload through the binary: a `.proto` rewritten on disk is served
 //! without a restart while sequential calls run across the change (every answer checked); a
 //! broken one leaves the old schema serving and is counted; SIGHUP reloads; what only a
 //! restart changes is named; `/admin/schema` and `protogate_schema_info` follow the swap.

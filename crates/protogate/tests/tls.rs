@@ -1,4 +1,4 @@
-//! TLS as the binary is configured with it (issue 13): `--tls-cert`/`--tls-key` and `[tls]`;
+//! TLS as the binary is configured with it: `--tls-cert`/`--tls-key` and `[tls]`;
 //! a rotated certificate file is served to new connections while an open one goes on, and a
 //! broken one is logged and not taken; every bad TLS setting exits 64 before a port opens,
 //! naming the file.

@@ -1,4 +1,4 @@
-//! soak: the fault and soak test of `make soak` (issue 18 §9). Not part of `make test`.
+//! soak: the fault and soak test of `make soak`. Not part of `make test`.
 //!
 //! ```text
 //! soak                          the driver (settings from the environment, below)

@@ -104,6 +104,11 @@ impl DowngradeSet {
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
+
+    /// The reasons in the set, in [`REASONS`] order.
+    pub fn iter(self) -> impl Iterator<Item = Reason> {
+        REASONS.into_iter().filter(move |r| self.contains(*r))
+    }
 }
 
 impl FromIterator<Reason> for DowngradeSet {
@@ -241,12 +246,8 @@ impl Counts {
 
     fn add(&mut self, f: &Finished<'_>) {
         self.mix.0[format_index(f.request)][format_index(f.response)] += 1;
-        if !f.downgrades.is_empty() {
-            for r in REASONS {
-                if f.downgrades.contains(r) {
-                    self.downgrades[reason_index(r)] += 1;
-                }
-            }
+        for r in f.downgrades.iter() {
+            self.downgrades[reason_index(r)] += 1;
         }
         match f.verdict {
             Verdict::Allowed | Verdict::Deprecated => {}

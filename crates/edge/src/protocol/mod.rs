@@ -44,13 +44,6 @@ impl Protocol {
         Protocol::Http
     }
 
-    /// The protocol's name in metrics and logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::Http => "http",
-        }
-    }
-
     /// How the request is read and answered ([`Plan`]): its format or request-stream
     /// framing, the answer's format or framing, whether JSON was a fallback. For REST/HTTP,
     /// from Content-Type and Accept (`strict`: 406 instead of the JSON fallback) under the
@@ -89,7 +82,7 @@ impl Protocol {
 
     /// The upstream's metadata (headers and trailers) as the answer's headers:
     /// `grpc-metadata-*`.
-    pub fn answer_metadata(self, metadata: HeaderMap) -> HeaderMap {
+    pub fn answer_metadata(self, metadata: &HeaderMap) -> HeaderMap {
         match self {
             Protocol::Http => headers::metadata_headers(metadata),
         }
@@ -97,16 +90,9 @@ impl Protocol {
 
     /// The format an error is written in: the answer's negotiated format when the request
     /// got that far (`negotiated`), else the one Accept asks for (JSON when it names nothing
-    /// we serve). The refusal of JSON by the sunset policy is answered in JSON, the one
-    /// format such a client reads.
-    pub fn error_format(
-        self,
-        err: &EdgeError,
-        negotiated: Option<Format>,
-        headers: &HeaderMap,
-    ) -> Format {
+    /// we serve).
+    pub fn error_format(self, negotiated: Option<Format>, headers: &HeaderMap) -> Format {
         match (self, negotiated) {
-            _ if matches!(err, EdgeError::JsonRefused { .. }) => Format::Json,
             (Protocol::Http, Some(format)) => format,
             (Protocol::Http, None) => crate::negotiate::response_format(
                 Format::Json,
@@ -138,7 +124,7 @@ impl Protocol {
                 }
             }
             EdgeError::Upstream(u) => {
-                headers.extend(self.answer_metadata(u.metadata.clone()));
+                headers.extend(self.answer_metadata(&u.metadata));
             }
             EdgeError::Shed(_) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -64,7 +64,7 @@ pub(super) struct Names(pub(super) DowngradeSet);
 impl fmt::Display for Names {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
-        for reason in Reason::ALL.into_iter().filter(|r| self.0.contains(*r)) {
+        for reason in self.0.iter() {
             if !first {
                 f.write_str(",")?;
             }
@@ -96,8 +96,7 @@ impl Edge {
         findings: &Findings,
         log: bool,
     ) {
-        let set = reasons(to, of.fallback, findings.dropped_data());
-        for reason in Reason::ALL.into_iter().filter(|r| set.contains(*r)) {
+        for reason in reasons(to, of.fallback, findings.dropped_data()).iter() {
             self.metrics
                 .downgrades
                 .get_or_create(&DowngradeLabels {
@@ -124,15 +123,13 @@ impl Edge {
     pub(super) fn json_sunset<'s>(
         &'s self,
         ctx: &mut RequestCtx<'s>,
+        method: &Method,
         plan: Plan,
     ) -> Result<(), EdgeError> {
         let json_body = plan.body_type == Some(Format::Json);
         if self.sunset.is_empty() || !(plan.response == Format::Json || json_body) {
             return Ok(());
         }
-        let Some(method) = ctx.method else {
-            return Ok(());
-        };
         let decision = self.sunset.decide(
             &method.full_name,
             std::time::SystemTime::now(),
@@ -169,30 +166,22 @@ impl Edge {
         }
     }
 
-    /// The request's downgrades, once its answer is known, counted in the migration report
-    /// (when it had a method and a plan; errors included: who sends what matters whatever the
-    /// answer was). Returned for the access log.
-    pub(super) fn account(&self, ctx: &RequestCtx<'_>) -> DowngradeSet {
-        let Some(plan) = ctx.plan else {
-            return DowngradeSet::default();
+    /// The request's row in the migration report, once its answer is known (when it had a
+    /// method and a plan; errors included: who sends what matters whatever the answer was).
+    pub(super) fn account(&self, ctx: &RequestCtx<'_>) {
+        let (Some(plan), Some(method)) = (ctx.plan, ctx.method) else {
+            return;
         };
         let noted = &ctx.noted;
         let refused = matches!(noted.verdict, Verdict::Refused(_));
-        let mut downgrades = reasons(plan.response, plan.fallback, !noted.dropped.is_empty());
-        match noted.verdict {
-            // A refusal is a JSON answer (the one it could read).
-            Verdict::Refused(_) => downgrades.insert(Reason::JsonRequested),
-            Verdict::Deprecated => downgrades.insert(Reason::JsonDeprecated),
-            _ => {}
-        }
-        if let Some(method) = ctx.method {
+        {
             self.migration.record(
                 &method.full_name,
                 &ctx.caller.id,
                 &Finished {
                     request: plan.request,
                     response: if refused { Format::Json } else { plan.response },
-                    downgrades,
+                    downgrades: request_downgrades(ctx),
                     dropped: &noted.dropped,
                     verdict: noted.verdict,
                     request_conversion: noted.request_conversion,
@@ -201,8 +190,25 @@ impl Edge {
                 self.epoch.1 + ctx.start.saturating_duration_since(self.epoch.0),
             );
         }
-        downgrades
     }
+}
+
+/// The downgrades of a whole request: its answer's format (JSON asked for or fallen back to)
+/// and what its rendering dropped, and the sunset policy's verdict — a refusal is a JSON
+/// answer (the one such a client reads), a deprecation its own reason. Empty before the
+/// request had a plan. The migration report's and the access log's (a request whose client
+/// left included).
+pub(super) fn request_downgrades(ctx: &RequestCtx<'_>) -> DowngradeSet {
+    let Some(plan) = ctx.plan else {
+        return DowngradeSet::default();
+    };
+    let mut downgrades = reasons(plan.response, plan.fallback, !ctx.noted.dropped.is_empty());
+    match ctx.noted.verdict {
+        Verdict::Refused(_) => downgrades.insert(Reason::JsonRequested),
+        Verdict::Deprecated => downgrades.insert(Reason::JsonDeprecated),
+        _ => {}
+    }
+    downgrades
 }
 
 /// The verified identity of the client certificate the request came with (TLS listeners

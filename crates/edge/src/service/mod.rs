@@ -4,12 +4,13 @@
 //! - `account.rs`: who is calling, what is a downgrade, the JSON sunset's decision, the
 //!   migration report's share: each decided once per request;
 //! - `admin.rs`: the gateway's own endpoints;
-//! - `plan.rs`: the deadline step;
 //! - `unary.rs`: `decode_request`, unary calls, `encode_response`;
 //! - `streams.rs`: server, client and bidirectional streams;
 //! - `call.rs`: `call_upstream`, the one wrapper of every upstream call;
 //! - `respond.rs`: errors rendered as google.rpc.Status, the response builders;
-//! - `record.rs`: the record of every answer (metrics, access log, spans).
+//! - `record.rs`: the record of every answer the API gives and every refusal (metrics,
+//!   access log, spans);
+//! - `tests.rs`: the account room and `Edge::handle` in-process.
 //!
 //! What differs between client protocols is asked of the request's
 //! [`crate::protocol::Protocol`], never branched on here.
@@ -44,7 +45,6 @@ mod account;
 mod admin;
 mod call;
 mod pipeline;
-mod plan;
 mod record;
 mod respond;
 mod streams;
@@ -143,8 +143,8 @@ pub fn schema_digest(schema: &Schema) -> Arc<str> {
 }
 
 /// One request's context: when it began, who asked, in which protocol, for which method,
-/// and its plan. Made by [`Edge::begin`], the pipeline's first step; its drop without an
-/// answer (the client left) records the request as 499.
+/// and its plan. Made by [`Edge::begin`], the pipeline's first step; an API request's
+/// context dropped without an answer (the client left) records the request as 499.
 struct RequestCtx<'a> {
     start: Instant,
     head: &'a http::request::Parts,

@@ -1,6 +1,6 @@
 //! The pipeline: every step a request goes through, in the order it runs, listed in one
-//! place ([`Edge::handle`] and the two functions it calls, [`Edge::steps`] on the way in,
-//! [`Edge::finish`] on the way out).
+//! place ([`Edge::handle`] and the three functions it calls: `Edge::begin`, [`Edge::steps`]
+//! on the way in, [`Edge::finish`] on the way out).
 //!
 //! On the way in, each step passes the request on or answers it (an answer, or an error);
 //! whatever the answer and wherever it came from, it goes out through `finish`, which writes
@@ -32,7 +32,7 @@ impl Edge {
     /// | record            | the start time (`begin`)                   | metrics, access log, spans          |
     /// | protocol          | recognised from the head (`begin`)         | errors in its form                  |
     /// | request id        | the client's, or one made (`begin`)        | `x-request-id` on the answer        |
-    /// | identity          | who is calling (`account::identify`)       | —                                   |
+    /// | identity          | who is calling (`Edge::identify`)          | —                                   |
     /// | CORS              | preflights answered (`preflight`)          | allow/expose headers                |
     /// | compression       | —                                          | `Accept-Encoding` (`compress`)      |
     /// | own endpoints     | `/healthz`, `/metrics`, … (`own_endpoint`) | —                                   |
@@ -104,7 +104,7 @@ impl Edge {
             .protocol
             .negotiate(head, target, self.config.strict_accept)?;
         ctx.plan = Some(plan);
-        self.json_sunset(ctx, plan)?;
+        self.json_sunset(ctx, target.method, plan)?;
         plan.deadline = self.deadline(ctx.protocol, head, plan)?;
         ctx.plan = Some(plan);
         let body = self.content_coding(head, target.method, body)?;
@@ -116,6 +116,23 @@ impl Edge {
             StreamingKind::ClientStreaming => self.client_stream(ctx, target, plan, body).await,
             StreamingKind::Bidirectional => self.bidi_stream(ctx, target, plan, body).await,
         }
+    }
+
+    /// The plan's deadline, read once the formats are known (a malformed deadline header is
+    /// answered in them). One answer: the client's deadline capped by `upstream_timeout`. A
+    /// response stream lasts as long as it lasts: only the client's own.
+    fn deadline(
+        &self,
+        protocol: Protocol,
+        head: &http::request::Parts,
+        plan: Plan,
+    ) -> Result<Option<Duration>, EdgeError> {
+        let client = protocol.client_deadline(&head.headers)?;
+        if plan.out_framing.is_some() {
+            return Ok(client);
+        }
+        let cap = self.config.upstream_timeout;
+        Ok(Some(client.map_or(cap, |t| t.min(cap))))
     }
 
     /// A compressed body is decoded as it arrives; the limits apply to the decoded bytes (a
@@ -163,7 +180,7 @@ impl Edge {
                 (response, err.code_and_status().0)
             }
         };
-        let downgrades = self.account(&ctx);
+        self.account(&ctx);
         if let Some(sunset) = ctx.noted.sunset_headers.take() {
             sunset.apply(response.headers_mut());
         }
@@ -181,38 +198,34 @@ impl Edge {
         {
             response.headers_mut().insert(X_REQUEST_ID, id);
         }
-        self.record_at_end(ctx, &mut response, code, downgrades);
+        self.record_at_end(ctx, &mut response, code);
         response
     }
 
     /// The record's outbound half: the request's outcome, handed to the answer's body when
     /// it is a stream (recorded when its last frame is sent), else recorded now. The
     /// gateway's own answers (which never count in flight) are recorded only when they
-    /// refuse: probes and scrapes are not the API's requests.
+    /// refuse (an error, whatever its status: a `/readyz` 503 is an answer, not a refusal):
+    /// probes and scrapes are not the API's requests.
     fn record_at_end(
         &self,
         mut ctx: RequestCtx<'_>,
         response: &mut Response<ResponseBody>,
         code: Code,
-        downgrades: DowngradeSet,
     ) {
-        let status = response.status();
-        let counted = ctx.kind == Kind::Api || status.is_client_error() || status.is_server_error();
-        let mut outcome = ctx.outcome(status, code);
-        outcome.downgrades = downgrades;
         if let Some(ticket) = ctx.ticket.take() {
             response.body_mut().hold(ticket);
         }
-        if let Some(access) = &mut outcome.access {
-            access.bytes_out = response.body().size_hint().exact().unwrap_or(0);
-        }
         let Some(mut finish) = ctx.finish.take() else {
-            // The gateway's own answer, whole: a refusal is recorded now, a success not at all.
-            if counted {
-                self.record(&outcome);
+            if code != Code::Ok {
+                self.record(&ctx.outcome(response.status(), code));
             }
             return;
         };
+        let mut outcome = ctx.outcome(response.status(), code);
+        if let Some(access) = &mut outcome.access {
+            access.bytes_out = response.body().size_hint().exact().unwrap_or(0);
+        }
         finish.outcome = Some(outcome);
         if response.body().is_stream() {
             // A stream is in flight, and its duration runs, until its last frame is sent.
@@ -264,8 +277,8 @@ impl Edge {
                 .unwrap_or_default();
             return Some(Err(EdgeError::OriginNotAllowed(origin)));
         };
-        let mut response = Response::new(ResponseBody::full(Bytes::new()));
-        *response.status_mut() = StatusCode::NO_CONTENT;
+        let mut response = plain(StatusCode::NO_CONTENT, "text/plain", Bytes::new());
+        response.headers_mut().remove(header::CONTENT_TYPE);
         cors.preflight(origin, &methods, response.headers_mut());
         Some(Ok(response))
     }

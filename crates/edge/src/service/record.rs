@@ -1,5 +1,6 @@
-//! `record`: every request, success or error, unary or streamed, is counted and timed once,
-//! when its answer is over (a streamed answer: when its body ends, sent or abandoned).
+//! `record`: every request of the API's, success or error, unary or streamed, and every
+//! refusal of the gateway's own endpoints, is counted and timed once, when its answer is over
+//! (a streamed answer: when its body ends, sent or abandoned).
 
 use super::*;
 
@@ -121,7 +122,7 @@ impl Outcome {
         });
         Outcome {
             access,
-            downgrades: DowngradeSet::default(),
+            downgrades: account::request_downgrades(ctx),
             method: ctx.method.map(|m| m.full_name.clone()),
             request_format,
             response_format,

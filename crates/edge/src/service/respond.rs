@@ -30,9 +30,13 @@ impl Edge {
                 })
                 .inc();
         }
-        let format =
-            ctx.protocol
-                .error_format(err, ctx.plan.map(|p| p.response), &ctx.head.headers);
+        // The sunset policy's refusal of JSON is answered in JSON, the one format such a
+        // client reads.
+        let negotiated = match err {
+            EdgeError::JsonRefused { .. } => Some(Format::Json),
+            _ => ctx.plan.map(|p| p.response),
+        };
+        let format = ctx.protocol.error_format(negotiated, &ctx.head.headers);
         let (body, findings) = self.status_rendering(err, format);
         if let (Some(findings), Some(method)) = (findings, ctx.method) {
             let of = Rendering {

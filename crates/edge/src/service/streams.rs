@@ -153,7 +153,7 @@ impl Edge {
         let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
         response
             .headers_mut()
-            .extend(ctx.protocol.answer_metadata(answer.metadata));
+            .extend(ctx.protocol.answer_metadata(&answer.metadata));
         Ok(response)
     }
 
@@ -322,7 +322,7 @@ impl Edge {
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, content_type);
         ctx.protocol.stream_headers(ctx.head, headers);
-        headers.extend(ctx.protocol.answer_metadata(metadata));
+        headers.extend(ctx.protocol.answer_metadata(&metadata));
         Ok(response)
     }
 }

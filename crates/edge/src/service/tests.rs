@@ -159,7 +159,7 @@ async fn the_request_set_joins_the_answer_and_the_sunset_verdict() {
     let method = edge.schema.methods().next().expect("a method");
     let mut ctx = edge.begin(&h);
     assert_eq!(
-        edge.account(&ctx),
+        account::request_downgrades(&ctx),
         DowngradeSet::default(),
         "no plan, no downgrade"
     );
@@ -185,7 +185,9 @@ async fn the_request_set_joins_the_answer_and_the_sunset_verdict() {
     ]
     .into_iter()
     .collect();
-    assert_eq!(edge.account(&ctx), expected);
+    assert_eq!(account::request_downgrades(&ctx), expected);
+    // Every outcome carries it: the one a request whose client left is recorded with too.
+    assert_eq!(ctx.outcome(StatusCode::OK, Code::Ok).downgrades, expected);
 }
 
 #[tokio::test]
@@ -218,6 +220,10 @@ async fn every_refusal_is_a_status_in_the_error_form_and_is_recorded() {
     let (a, body) = handle(&edge, "GET", "/healthz", &[], "").await;
     assert_eq!((a.status(), body.as_str()), (StatusCode::OK, "ok\n"));
     assert_eq!(requests(&edge, "unknown", 200), 0.0);
+    // Nor is an unready /readyz (its 503 is an answer, not a refusal).
+    let (a, body) = handle(&edge, "GET", "/readyz", &[], "").await;
+    assert_eq!(a.status(), StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(requests(&edge, "unknown", 503), 0.0);
     let (_, metrics) = handle(&edge, "GET", "/metrics", &[], "").await;
     assert!(
         metrics
@@ -249,7 +255,9 @@ async fn every_refusal_is_a_status_in_the_error_form_and_is_recorded() {
         a.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN],
         "https://app.example"
     );
-    assert_eq!(a.headers().get_all(header::VARY).iter().count(), 1);
+    // As before the pipeline: the negotiation's Vary and CORS's, once each.
+    let vary: Vec<_> = a.headers().get_all(header::VARY).iter().collect();
+    assert_eq!(vary, ["Accept", "Origin"]);
     assert_eq!(requests(&edge, "unknown", 204), 0.0);
 
     // A path that names no method.
