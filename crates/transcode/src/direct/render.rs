@@ -429,9 +429,10 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
         out: &mut Vec<u8>,
         path: Option<&Path<'_>>,
     ) -> R<()> {
-        let tree = crate::decode::Renderer::at(self.opts, self.findings, path_segs(path), self.depth)
-            .message(&plan.desc, bytes, 0)
-            .map_err(|_| Bail)?;
+        let tree =
+            crate::decode::Renderer::at(self.opts, self.findings, path_segs(path), self.depth)
+                .message(&plan.desc, bytes, 0)
+                .map_err(|_| Bail)?;
         self.sink.tree(out, &tree);
         Ok(())
     }
