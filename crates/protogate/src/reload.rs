@@ -7,10 +7,12 @@
 //! snapshot they started with; upstreams configured as before keep their pools and
 //! connections. A snapshot that fails is logged with the reason and counted
 //! (`protogate_schema_reloads_total{result="failed"}`), and the running one stays. What only
-//! a restart changes (the listen addresses, the listener's TLS files, the worker threads,
-//! the admission limits) is named in the log when it changed. A configuration that fails to
-//! load (the config file unreadable, not TOML, a value refused) is reported once: until the
-//! files change, a `schema_refresh` asks the reflection with the configuration in force
+//! a restart changes — every setting read once at start ([`Fixed`]) — is named in the log
+//! when it changed. The listener's TLS settings (certificate, key, `client_ca`,
+//! `client_auth`) are put in force by the TLS watcher (tls.rs) when TLS stays on; turning TLS
+//! on or off takes a restart. A configuration that fails to load (the config file
+//! unreadable, not TOML, a value refused) is reported once: until the files change, a
+//! `schema_refresh` asks the reflection with the configuration in force
 //! rather than failing on the same file again. (A `.proto` that does not compile is found
 //! only while the schema is built, together with what the reflection gives, and is reported
 //! at each refresh as before: telling the two apart there would let a refresh keep an old
@@ -37,57 +39,86 @@ use tokio::time::Instant;
 use crate::cli::ServeArgs;
 use crate::config::{self, Resolved};
 use crate::disk::{self, Disk};
+use crate::tls::{self, ListenerFiles};
 
 /// File events this close together are one change.
 const DEBOUNCE: Duration = Duration::from_millis(300);
 
-/// What a reload compares against: the settings only a restart changes.
-#[derive(PartialEq)]
-struct Fixed {
-    listen: String,
-    admin_listen: Option<String>,
-    tls: Option<(PathBuf, PathBuf, Option<PathBuf>)>,
-    worker_threads: usize,
-    limits: (usize, usize, usize),
-}
+/// The warning's name for TLS turned on or off on the listener.
+const TLS_ON_OFF: &str = "the listener's TLS (on or off)";
+
+/// What a reload compares against: the settings only a restart changes, each as the warning
+/// names it, with its value as text. They are every setting read once at start: by `run`
+/// (the addresses bound, the runtime, the log, the span exporter, whether the listener speaks
+/// TLS), by `edge::Edge::new` for what every snapshot shares and `Edge::reload` keeps (the
+/// admission limits, the migration report's bound, the downgrade log), and by the listener,
+/// whose own settings are the first snapshot's (`edge::serve_all`, its hyper builder and
+/// each connection's driver, and `serve_admin`). Where a reload puts part of a setting in
+/// force, the name says which part waits: `max_header_bytes` is also checked per request
+/// (a lower value holds at once), but hyper's buffer and HTTP/2 header list limit stay;
+/// `upstream_timeout` caps calls at once, but is also the shutdown grace period;
+/// `access_log` lines start and stop at once, but whether they name the peer is decided by
+/// the connection's span, as at start.
+struct Fixed(Vec<(&'static str, String)>);
 
 impl Fixed {
     fn of(resolved: &Resolved) -> Fixed {
-        Fixed {
-            listen: resolved.listen.to_string(),
-            admin_listen: resolved.admin_listen.as_ref().map(ToString::to_string),
-            tls: resolved
-                .tls
-                .as_ref()
-                .map(|t| (t.cert.clone(), t.key.clone(), t.client_ca.clone())),
-            worker_threads: resolved.worker_threads,
-            limits: (
-                resolved.edge.max_concurrent_requests,
-                resolved.edge.max_inflight_bytes,
-                resolved.edge.migration.max_clients,
-            ),
+        fn text(value: &dyn std::fmt::Debug) -> String {
+            format!("{value:?}")
         }
+        let edge = &resolved.edge;
+        Fixed(vec![
+            // run.rs.
+            ("listen", resolved.listen.to_string()),
+            (
+                "admin_listen",
+                text(&resolved.admin_listen.as_ref().map(ToString::to_string)),
+            ),
+            (TLS_ON_OFF, text(&resolved.tls.is_some())),
+            ("worker_threads", text(&resolved.worker_threads)),
+            ("log_format", text(&resolved.log_format)),
+            ("[otel]", text(&resolved.otel)),
+            // edge::Edge::new: what every snapshot shares.
+            (
+                "max_concurrent_requests",
+                text(&edge.max_concurrent_requests),
+            ),
+            ("max_inflight_bytes", text(&edge.max_inflight_bytes)),
+            ("migration.max_clients", text(&edge.migration.max_clients)),
+            ("downgrade_log_interval", text(&edge.downgrade_log_interval)),
+            (
+                "downgrade_log_max_lines",
+                text(&edge.downgrade_log_max_lines),
+            ),
+            // edge::serve_all, http_builder, drive.rs, serve_admin: the listener's own.
+            ("max_connections", text(&edge.max_connections)),
+            ("header_read_timeout", text(&edge.header_read_timeout)),
+            ("idle_timeout", text(&edge.idle_timeout)),
+            (
+                "max_header_bytes (hyper's HTTP/1.1 buffer and HTTP/2 header list limit)",
+                text(&edge.max_header_bytes),
+            ),
+            ("max_concurrent_streams", text(&edge.max_concurrent_streams)),
+            ("drain_delay", text(&edge.drain_delay)),
+            (
+                "upstream_timeout (as the shutdown grace period)",
+                text(&edge.shutdown_grace),
+            ),
+            (
+                "access_log (whether its lines name the peer)",
+                text(&edge.access_log),
+            ),
+        ])
     }
 
-    /// What differs from `other`, in words.
+    /// What differs from `other`, by name.
     fn changes(&self, other: &Fixed) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        if self.listen != other.listen {
-            out.push("listen");
-        }
-        if self.admin_listen != other.admin_listen {
-            out.push("admin_listen");
-        }
-        if self.tls != other.tls {
-            out.push("the listener's TLS files");
-        }
-        if self.worker_threads != other.worker_threads {
-            out.push("worker_threads");
-        }
-        if self.limits != other.limits {
-            out.push("max_concurrent_requests, max_inflight_bytes or migration.max_clients");
-        }
-        out
+        self.0
+            .iter()
+            .zip(&other.0)
+            .filter(|(now, before)| now.1 != before.1)
+            .map(|(now, _)| now.0)
+            .collect()
     }
 }
 
@@ -133,12 +164,14 @@ impl Trigger {
 /// every `schema_refresh` and when `unknown_method` is told of a request for a method the
 /// schema lacks (at most once per `schema_refresh`, so requests for unknown paths cannot make
 /// the gateway ask its upstreams over and over). The files are watched when this returns:
-/// call it before saying the gateway listens. Runs until the process ends.
+/// call it before saying the gateway listens. `tls`: the listener's TLS watcher, when TLS is
+/// on, which a reload hands changed settings. Runs until the process ends.
 pub fn spawn(
     args: ServeArgs,
     live: edge::Live,
     first: &Resolved,
     mut disk: Disk,
+    tls: Option<tls::Settings>,
     mut hangups: mpsc::Receiver<()>,
     unknown_method: Arc<tokio::sync::Notify>,
 ) -> tokio::task::JoinHandle<()> {
@@ -152,6 +185,8 @@ pub fn spawn(
     let mut _watcher = watch(&files, &changed_tx, loaded);
     let mut fixed = Fixed::of(first);
     let mut refresh = first.reflection.as_ref().map(|r| r.refresh);
+    // The listener's TLS settings in force (the TLS watcher's).
+    let mut tls_in_force = first.tls.clone();
     // The configuration last put in force, and whether the configuration failed to load
     // since (the files unchanged after): a refresh then asks the reflection with the one in
     // force instead of reading the broken files again, which would fail the refresh and
@@ -190,14 +225,25 @@ pub fn spawn(
             let began = Instant::now();
             // A refresh when no file changed is no news if the reflection gives the same.
             let unchanged = trigger.is_refresh() && disk.fingerprint(&files) == loaded;
+            let mut tls_changed = None;
             let outcome = if unchanged && broken {
-                reload(good.clone(), &live, &unknown_method, true, &mut disk).await
+                reload(good.clone(), &live, &unknown_method, true, &mut disk, None).await
             } else {
                 let quiet = unchanged && in_force;
                 match config::load_from(args.clone(), &mut disk) {
                     Ok(resolved) => {
                         broken = false;
-                        reload(resolved, &live, &unknown_method, quiet, &mut disk).await
+                        match prepare_tls(tls.as_ref(), tls_in_force.as_ref(), &resolved) {
+                            Ok(prepared) => {
+                                let apply = prepared.zip(tls.clone());
+                                if apply.is_some() {
+                                    tls_changed = resolved.tls.clone();
+                                }
+                                reload(resolved, &live, &unknown_method, quiet, &mut disk, apply)
+                                    .await
+                            }
+                            Err(error) => Err(error.into()),
+                        }
                     }
                     Err(error) => {
                         broken = true;
@@ -219,6 +265,9 @@ pub fn spawn(
                     loaded = disk.fingerprint(&now);
                     // (Still broken: what is in force is `good`, not the files.)
                     in_force = !broken;
+                    if tls_changed.is_some() {
+                        tls_in_force = tls_changed;
+                    }
                     metrics
                         .get_or_create(&edge::metrics::ResultLabels { result: "ok" })
                         .inc();
@@ -264,6 +313,20 @@ pub fn spawn(
     })
 }
 
+/// The listener's TLS settings of `resolved`, read and built, when they differ from those in
+/// force and TLS stays on (turning it on or off takes a restart: [`Fixed`]); files that do not
+/// work fail the reload, naming the file.
+fn prepare_tls(
+    watcher: Option<&tls::Settings>,
+    in_force: Option<&ListenerFiles>,
+    resolved: &Resolved,
+) -> Result<Option<tls::Prepared>, config::ConfigError> {
+    match (watcher, in_force, &resolved.tls) {
+        (Some(_), Some(now), Some(new)) if now != new => new.prepare().map(Some),
+        _ => Ok(None),
+    }
+}
+
 /// Watches the directories of `files`, telling `changed` of any change in them, then compares
 /// the files with `loaded` (what the configuration in force was built from): a change made
 /// before the watch began is told too. None (and a warning) when the system cannot watch
@@ -304,7 +367,8 @@ fn watch(
 }
 
 /// Builds the new snapshot from `resolved` (its files read through `disk`, and the
-/// upstreams' reflection) and puts it in force; what it changed in words. With `quiet`, a snapshot whose schema is the
+/// upstreams' reflection) and puts it in force, with the listener's new TLS settings when
+/// `tls` has them; what it changed in words. With `quiet`, a snapshot whose schema is the
 /// running one's is not put in force (`None`): the configuration is known unchanged.
 async fn reload(
     resolved: Resolved,
@@ -312,6 +376,7 @@ async fn reload(
     unknown_method: &Arc<tokio::sync::Notify>,
     quiet: bool,
     disk: &mut Disk,
+    tls: Option<(tls::Prepared, tls::Settings)>,
 ) -> anyhow::Result<Option<(Resolved, String)>> {
     let old = live.load();
     let (default, services) = crate::config::upstream_specs(&resolved)?;
@@ -343,6 +408,9 @@ async fn reload(
         .reload(schema, upstreams, config)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     live.swap(Arc::new(new));
+    if let Some((prepared, watcher)) = tls {
+        watcher.apply(prepared).await;
+    }
     Ok(Some((resolved, summary)))
 }
 

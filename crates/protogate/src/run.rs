@@ -65,6 +65,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             live.clone(),
             &resolved,
             disk,
+            tls_watch.as_ref().map(crate::tls::Watch::settings),
             hangups,
             unknown_method,
         );

@@ -8,6 +8,11 @@
 //! swapping a `..data` symlink in the directory, which a watch on the file itself does not
 //! see, and a comparison sees every kind of replacement (rename, symlink swap, rewrite in
 //! place) with one mechanism. The files are a few KB: reading them costs microseconds.
+//!
+//! A reload (reload.rs) that changes the listener's settings — the files' paths, `client_ca`,
+//! `client_auth` — while TLS stays on reads and builds them ([`ListenerFiles::prepare`]; files
+//! that do not work fail the reload) and hands them to the same watcher ([`Settings`]), which
+//! puts them in force for new connections and compares the new files from then on.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,7 +40,7 @@ pub enum ClientAuth {
 }
 
 /// The listener's files (`--tls-cert`, `--tls-key`, `[tls]`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
@@ -96,6 +101,18 @@ impl ListenerFiles {
             contents,
         })
     }
+
+    /// These settings read and built now, for a reload to hand to the running watcher
+    /// ([`Settings::apply`]); an error names the file at fault.
+    pub fn prepare(&self) -> Result<Prepared, ConfigError> {
+        let contents = self.read()?;
+        let config = self.build(&contents)?;
+        Ok(Prepared {
+            files: self.clone(),
+            contents,
+            config,
+        })
+    }
 }
 
 /// The listener's TLS and the bytes it was built from.
@@ -104,18 +121,80 @@ pub struct Loaded {
     contents: Contents,
 }
 
+/// New settings for the listener, built, and the bytes they were built from.
+pub struct Prepared {
+    files: ListenerFiles,
+    contents: Contents,
+    config: ServerConfig,
+}
+
+/// Where a reload hands the watcher new settings, and hears they are in force.
+type Updates = tokio::sync::mpsc::UnboundedSender<(Prepared, tokio::sync::oneshot::Sender<()>)>;
+
+/// The running watcher ([`Loaded::watch`]).
+pub struct Watch {
+    task: tokio::task::JoinHandle<()>,
+    updates: Updates,
+}
+
+impl Watch {
+    /// Where a reload hands it new settings.
+    pub fn settings(&self) -> Settings {
+        Settings(self.updates.clone())
+    }
+
+    pub fn abort(&self) {
+        self.task.abort();
+    }
+}
+
+/// The running watcher's settings, replaced by a reload.
+#[derive(Clone)]
+pub struct Settings(Updates);
+
+impl Settings {
+    /// Puts `prepared` in force for new connections (open ones keep theirs); from then on the
+    /// watcher reads its files. Returns once it is in force.
+    pub async fn apply(&self, prepared: Prepared) {
+        let (done, applied) = tokio::sync::oneshot::channel();
+        if self.0.send((prepared, done)).is_ok() {
+            let _ = applied.await;
+        }
+    }
+}
+
 impl Loaded {
     /// Reads the files every [`RELOAD_EVERY`]; when they change and make a working
     /// configuration, new connections get it (open ones keep theirs). Changed files that do
-    /// not work are logged once and the configuration in force is kept.
-    pub fn watch(self, files: ListenerFiles) -> tokio::task::JoinHandle<()> {
+    /// not work are logged once and the configuration in force is kept. New settings from a
+    /// reload ([`Watch::settings`]) are put in force at once, in the same task, so a read of
+    /// the old files cannot follow them.
+    pub fn watch(self, files: ListenerFiles) -> Watch {
         let Loaded { tls, contents } = self;
-        tokio::spawn(async move {
+        let (updates, mut updated) =
+            tokio::sync::mpsc::unbounded_channel::<(Prepared, tokio::sync::oneshot::Sender<()>)>();
+        let task = tokio::spawn(async move {
+            let mut files = files;
             let mut seen = contents;
             let mut ticks = tokio::time::interval(RELOAD_EVERY);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                ticks.tick().await;
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    Some((prepared, done)) = updated.recv() => {
+                        tls.replace(prepared.config);
+                        files = prepared.files;
+                        seen = prepared.contents;
+                        tracing::info!(
+                            cert = %files.cert.display(),
+                            client_ca = ?files.client_ca,
+                            client_auth = ?files.client_auth,
+                            "the listener's TLS settings changed: new connections use them"
+                        );
+                        let _ = done.send(());
+                        continue;
+                    }
+                }
                 let contents = match files.read() {
                     Ok(contents) if contents == seen => continue,
                     Ok(contents) => contents,
@@ -133,7 +212,8 @@ impl Loaded {
                 }
                 seen = contents;
             }
-        })
+        });
+        Watch { task, updates }
     }
 }
 

@@ -1,10 +1,11 @@
 //! Reload promises of docs/operations.md ("Reloading") and docs/tls.md, through the binary:
 //! file changes close together are one reload; each setting only a restart changes is named
-//! when a reload changes it; a call in flight across a reload (by a file change, and by
-//! SIGHUP) ends on the snapshot it started with while new calls get the new one; a replaced
-//! `[tls] client_ca` decides which client certificates new connections accept; every change
-//! written under the file watcher alone is put in force, also one written while the gateway
-//! starts or while a reload builds (or fails).
+//! when a reload changes it, and the listener's TLS settings a reload changes are put in
+//! force; a call in flight across a reload (by a file change, and by SIGHUP) ends on the
+//! snapshot it started with while new calls get the new one; a replaced `[tls] client_ca`
+//! decides which client certificates new connections accept; every change written under the
+//! file watcher alone is put in force, also one written while the gateway starts or while a
+//! reload builds (or fails).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -130,51 +131,104 @@ fn file_changes_within_300_ms_are_one_reload() {
 
 // === settings only a restart changes ===
 
-/// The warning's list for the three admission limits (one item).
-const LIMITS: &str = "max_concurrent_requests, max_inflight_bytes or migration.max_clients";
+/// The warning's name for TLS turned on or off on the listener.
+const TLS_ON_OFF: &str = "the listener's TLS (on or off)";
 
-/// docs/operations.md: "What only a restart changes is named in a warning when it changed:
-/// the listen addresses, the listener's TLS files …, `worker_threads`,
-/// `max_concurrent_requests`, `max_inflight_bytes`, `migration.max_clients`." Each is changed
-/// by a reload of its own and named, alone; a reload that changes none of them warns of
-/// nothing.
+/// A gateway's config file changed a step at a time, each step put in force by SIGHUP, and
+/// the warnings of what only a restart changes counted as they come.
+struct Steps<'a> {
+    gw: &'a Proc,
+    config: String,
+    text: String,
+    /// The settings named so far, in order.
+    named: Vec<&'static str>,
+}
+
+impl Steps<'_> {
+    /// Replaces `from` by `to` in the file and reloads; `setting` is the one name the reload's
+    /// warning must give (None: no warning).
+    ///
+    /// SIGHUP reloads whatever the file says; the watcher may reload the same change too,
+    /// before or after. Either way one reload reads it first, and only that one can name a
+    /// setting (a reload compares with the last one). A reload's warning follows its line, so
+    /// once the SIGHUP's line is logged, the change is in force and its warning is coming.
+    fn change(&mut self, from: &str, to: &str, setting: Option<&'static str>) {
+        assert!(self.text.contains(from), "{from}");
+        self.text = self.text.replacen(from, to, 1);
+        replace(&self.config, &self.text);
+        sighup_reload(self.gw);
+        let want = self.named.len() + usize::from(setting.is_some());
+        let seen = eventually("the warnings so far", || {
+            (lines(self.gw, &[RESTART]).len() >= want).then_some(())
+        });
+        assert!(seen.is_some(), "{to:?}:\n{}", self.gw.log().join("\n"));
+        self.named.extend(setting);
+        let seen = lines(self.gw, &[RESTART]);
+        assert!(
+            seen.len() <= self.named.len(),
+            "a warning for {to:?}:\n{}",
+            self.gw.log().join("\n")
+        );
+    }
+}
+
+/// docs/operations.md: "What only a restart changes is named in a warning when it changed" —
+/// every setting read once at start: by the process (the addresses bound, the runtime, the
+/// log, the span exporter, TLS on the listener or not), by what every snapshot shares (the
+/// admission limits, the migration report's bound, the downgrade log), and by the listener
+/// (connections, timeouts, hyper's limits, the drain, the shutdown grace period, the
+/// connection's span). Each is changed by a reload of its own and named, alone; a reload that
+/// changes none of them warns of nothing. The listener's TLS settings are put in force
+/// instead, while TLS stays on: `client_auth = "optional"` lets a client without a
+/// certificate in, a new `client_ca` decides which client certificates new connections
+/// accept, a new certificate and key are what new connections get. Turning TLS off is named,
+/// and the listener goes on with TLS.
 #[test]
 fn each_setting_only_a_restart_changes_is_named_when_a_reload_changes_it() {
     let scratch = Scratch::new("restart-only");
-    let server_ca = Ca::new("server CA");
-    let clients = Ca::new("clients CA");
+    let (server_ca, server_ca2) = (Ca::new("server CA"), Ca::new("second server CA"));
+    let (clients, clients2) = (Ca::new("clients CA"), Ca::new("second clients CA"));
     let (cert, key) = server_ca.server();
+    let (cert2, key2) = server_ca2.server();
     for (name, text) in [
         ("server.pem", &cert),
         ("server.key", &key),
-        ("server2.pem", &cert),
-        ("server2.key", &key),
+        ("server2.pem", &cert2),
+        ("server2.key", &key2),
         ("clients.pem", &clients.pem()),
-        ("clients2.pem", &clients.pem()),
+        ("clients2.pem", &clients2.pem()),
     ] {
         scratch.file(name, text);
     }
-    let mut text = shop_config(
+    let tls = "[tls]\ncert = \"server.pem\"\nkey = \"server.key\"\nclient_ca = \"clients.pem\"\n\
+               client_auth = \"required\"\n";
+    let text = shop_config(
         "http://127.0.0.1:1",
-        "admin_listen = \"127.0.0.1:0\"\ndowngrade_log_interval = \"60s\"\nworker_threads = 2\n\
-         max_concurrent_requests = 4096\nmax_inflight_bytes = 268435456\n\
-         [migration]\nmax_clients = 1000\n\
-         [tls]\ncert = \"server.pem\"\nkey = \"server.key\"\nclient_ca = \"clients.pem\"\n\
-         client_auth = \"required\"\n",
+        &format!(
+            "admin_listen = \"127.0.0.1:0\"\nmax_body_bytes = 4194304\nworker_threads = 2\n\
+             log_format = \"text\"\nmax_concurrent_requests = 4096\nmax_inflight_bytes = 268435456\n\
+             downgrade_log_interval = \"60s\"\ndowngrade_log_max_lines = 100\n\
+             max_connections = 10000\nheader_read_timeout = \"10s\"\nidle_timeout = \"90s\"\n\
+             max_header_bytes = 16384\nmax_concurrent_streams = 250\ndrain_delay = \"5s\"\n\
+             upstream_timeout = \"30s\"\naccess_log = false\n\
+             [migration]\nmax_clients = 1000\n{tls}"
+        ),
     );
     let config = scratch.file("gw.toml", &text);
     let mut gw = Proc::spawn(&["serve", "--config", &config]);
     let addr = gw.addr();
-    sighup_reload(&gw);
+    let mut steps = Steps {
+        gw: &gw,
+        config,
+        text,
+        named: Vec::new(),
+    };
+    sighup_reload(steps.gw);
 
-    let tls_files = "the listener's TLS files";
-    let steps: [(&str, &str, Option<&str>); 12] = [
+    let mut table: Vec<(&str, &str, Option<&'static str>)> = vec![
         // A setting a reload does change: no warning.
-        (
-            "downgrade_log_interval = \"60s\"",
-            "downgrade_log_interval = \"61s\"",
-            None,
-        ),
+        ("max_body_bytes = 4194304", "max_body_bytes = 4194000", None),
+        // The process's.
         (
             "\nlisten = \"127.0.0.1:0\"",
             "\nlisten = \"127.0.0.1:1\"",
@@ -186,99 +240,149 @@ fn each_setting_only_a_restart_changes_is_named_when_a_reload_changes_it() {
             Some("admin_listen"),
         ),
         (
-            "cert = \"server.pem\"",
-            "cert = \"server2.pem\"",
-            Some(tls_files),
-        ),
-        (
-            "key = \"server.key\"",
-            "key = \"server2.key\"",
-            Some(tls_files),
-        ),
-        (
-            "client_ca = \"clients.pem\"",
-            "client_ca = \"clients2.pem\"",
-            Some(tls_files),
-        ),
-        (
             "worker_threads = 2",
             "worker_threads = 3",
             Some("worker_threads"),
         ),
         (
+            "log_format = \"text\"",
+            "log_format = \"json\"",
+            Some("log_format"),
+        ),
+        // What every snapshot shares.
+        (
             "max_concurrent_requests = 4096",
             "max_concurrent_requests = 4000",
-            Some(LIMITS),
+            Some("max_concurrent_requests"),
         ),
         (
             "max_inflight_bytes = 268435456",
             "max_inflight_bytes = 134217728",
-            Some(LIMITS),
+            Some("max_inflight_bytes"),
         ),
-        ("max_clients = 1000", "max_clients = 500", Some(LIMITS)),
-        // Not in the documented list, and not named: `[tls] client_auth` is read at start
-        // only (the listener's TLS stays the first one's, and Fixed in reload.rs compares
-        // the TLS files' paths, not client_auth). Its new value is not in force: below.
         (
-            "client_auth = \"required\"",
-            "client_auth = \"optional\"",
-            None,
+            "max_clients = 1000",
+            "max_clients = 500",
+            Some("migration.max_clients"),
         ),
-        // The last: every warning before it is in the log once it is.
         (
+            "downgrade_log_interval = \"60s\"",
             "downgrade_log_interval = \"61s\"",
-            "downgrade_log_interval = \"62s\"",
-            None,
+            Some("downgrade_log_interval"),
+        ),
+        (
+            "downgrade_log_max_lines = 100",
+            "downgrade_log_max_lines = 99",
+            Some("downgrade_log_max_lines"),
+        ),
+        // The listener's.
+        (
+            "max_connections = 10000",
+            "max_connections = 9999",
+            Some("max_connections"),
+        ),
+        (
+            "header_read_timeout = \"10s\"",
+            "header_read_timeout = \"11s\"",
+            Some("header_read_timeout"),
+        ),
+        (
+            "idle_timeout = \"90s\"",
+            "idle_timeout = \"91s\"",
+            Some("idle_timeout"),
+        ),
+        (
+            "max_header_bytes = 16384",
+            "max_header_bytes = 16000",
+            Some("max_header_bytes (hyper's HTTP/1.1 buffer and HTTP/2 header list limit)"),
+        ),
+        (
+            "max_concurrent_streams = 250",
+            "max_concurrent_streams = 100",
+            Some("max_concurrent_streams"),
+        ),
+        (
+            "drain_delay = \"5s\"",
+            "drain_delay = \"4s\"",
+            Some("drain_delay"),
+        ),
+        (
+            "upstream_timeout = \"30s\"",
+            "upstream_timeout = \"29s\"",
+            Some("upstream_timeout (as the shutdown grace period)"),
+        ),
+        (
+            "access_log = false",
+            "access_log = true",
+            Some("access_log (whether its lines name the peer)"),
         ),
     ];
-    // Each step is put in force by SIGHUP, which reloads whatever the files say. The watcher
-    // may reload the same change too, before or after; either way one reload reads it first,
-    // and only that one can name a setting. A reload's warning follows its line, so once the next
-    // SIGHUP's line is logged, every warning before it is.
-    let mut named: Vec<&str> = Vec::new();
-    for (from, to, setting) in &steps {
-        assert!(text.contains(from), "{from}");
-        text = text.replacen(from, to, 1);
-        replace(&config, &text);
-        sighup_reload(&gw);
-        let seen = eventually("the warnings so far", || {
-            let seen = lines(&gw, &[RESTART]);
-            (seen.len() >= named.len() + usize::from(setting.is_some())).then_some(seen)
-        });
-        assert!(seen.is_some(), "{}", gw.log().join("\n"));
-        named.extend(setting);
-        let seen = lines(&gw, &[RESTART]);
-        assert!(
-            seen.len() <= named.len(),
-            "a warning for {to:?}:\n{}",
-            gw.log().join("\n")
-        );
+    // `[otel]` is a configuration error in a gateway built without the feature.
+    if cfg!(feature = "otel") {
+        table.push((
+            "[migration]",
+            "[otel]\nendpoint = \"http://127.0.0.1:1\"\n[migration]",
+            Some("[otel]"),
+        ));
     }
+    for (from, to, setting) in table {
+        steps.change(from, to, setting);
+    }
+
+    // The listener's TLS settings: in force, not named. The main listener answers /healthz
+    // 404 (it is on the admin listener).
+    let not_found = Ok("HTTP/1.1 404 Not Found".to_owned());
+    let anonymous = || healthz(addr, tls_client(&server_ca, None));
+    let first_clients = || healthz(addr, tls_client(&server_ca, Some(clients.client("one"))));
+    let second_clients = || healthz(addr, tls_client(&server_ca, Some(clients2.client("two"))));
+    assert!(anonymous().is_err(), "{:?}", anonymous());
+    assert_eq!(first_clients(), not_found);
+    steps.change(
+        "client_auth = \"required\"",
+        "client_auth = \"optional\"",
+        None,
+    );
+    assert_eq!(anonymous(), not_found, "{}", gw.log().join("\n"));
+    assert_eq!(first_clients(), not_found);
+    steps.change(
+        "client_ca = \"clients.pem\"",
+        "client_ca = \"clients2.pem\"",
+        None,
+    );
+    assert_eq!(second_clients(), not_found, "{}", gw.log().join("\n"));
+    assert!(first_clients().is_err(), "{:?}", first_clients());
+    assert_eq!(anonymous(), not_found);
+    steps.change(
+        "cert = \"server.pem\"\nkey = \"server.key\"",
+        "cert = \"server2.pem\"\nkey = \"server2.key\"",
+        None,
+    );
+    let second_server = || healthz(addr, tls_client(&server_ca2, None));
+    assert_eq!(second_server(), not_found, "{}", gw.log().join("\n"));
+    assert!(anonymous().is_err(), "{:?}", anonymous());
+    // TLS off: named, and the listener goes on with TLS.
+    let tls_now = steps.text[steps.text.find("[tls]").unwrap()..].to_owned();
+    steps.change(&tls_now, "", Some(TLS_ON_OFF));
+    assert_eq!(second_server(), not_found);
+
+    // The last: every warning before it is in the log once it is.
+    steps.change("max_body_bytes = 4194000", "max_body_bytes = 4193000", None);
+    let named = std::mem::take(&mut steps.named);
     sighup_reload(&gw);
     let warned: Vec<String> = lines(&gw, &[RESTART])
         .iter()
         .map(|l| l.split_once(RESTART).unwrap().1.trim_end().to_owned())
         .collect();
     assert_eq!(warned, named, "log:\n{}", gw.log().join("\n"));
-
-    // `client_auth = "optional"` was not put in force: a client without a certificate is
-    // still refused, one with a certificate from the CA still served (404: /healthz is on
-    // the admin listener).
-    let anonymous = healthz(addr, tls_client(&server_ca, None));
-    assert!(anonymous.is_err(), "{anonymous:?}");
-    let known = healthz(addr, tls_client(&server_ca, Some(clients.client("web"))));
-    assert_eq!(known.as_deref(), Ok("HTTP/1.1 404 Not Found"));
     gw.sigterm();
     assert!(gw.wait_exit().success());
 }
 
-/// `max_concurrent_streams` is read at start only too (the listener's HTTP/2 settings are
-/// the first snapshot's), and is not named either: docs/operations.md's list of what only a
-/// restart changes leaves it out (as it does `max_connections`, `header_read_timeout`,
-/// `idle_timeout`, `max_header_bytes` and `drain_delay`, the listener's other settings). A
-/// reload that sets it to 10 logs no warning, and new HTTP/2 connections still get 250.
+/// `max_concurrent_streams` is read at start only (the listener's HTTP/2 settings are the
+/// first snapshot's): a reload that sets it to 10 names it in the warning, and new HTTP/2
+/// connections still get 250.
 #[test]
-fn a_reloaded_max_concurrent_streams_is_neither_named_nor_in_force() {
+fn a_reloaded_max_concurrent_streams_is_named_and_not_in_force() {
     let scratch = Scratch::new("streams-setting");
     let mut text = shop_config("http://127.0.0.1:1", "max_concurrent_streams = 250\n");
     let config = scratch.file("gw.toml", &text);
@@ -295,9 +399,17 @@ fn a_reloaded_max_concurrent_streams_is_neither_named_nor_in_force() {
     );
     replace(&config, &text);
     sighup_reload(&gw);
-    // Another: a warning of the one before (or of the watcher's reload) is logged by then.
+    let warned = eventually("the warning", || lines(&gw, &[RESTART]).into_iter().next());
+    let warned = warned.unwrap_or_else(|| panic!("no warning:\n{}", gw.log().join("\n")));
+    assert!(
+        warned
+            .trim_end()
+            .ends_with(&format!("{RESTART}max_concurrent_streams")),
+        "{warned}"
+    );
+    // Another: a warning of the watcher's reload of the same change would be logged by then.
     sighup_reload(&gw);
-    assert!(lines(&gw, &[RESTART]).is_empty(), "{}", gw.log().join("\n"));
+    assert_eq!(lines(&gw, &[RESTART]).len(), 1, "{}", gw.log().join("\n"));
     assert_eq!(advertised(), 250);
     gw.sigterm();
     assert!(gw.wait_exit().success());
