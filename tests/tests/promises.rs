@@ -324,10 +324,10 @@ async fn a_stream_opened_past_the_limit_is_refused() {
 
 // === heads hyper cannot parse ===
 
-/// docs/operations.md: "Heads hyper cannot parse (obs-fold, NUL or CR in a value, raw
-/// non-ASCII in the path, two different `Content-Length`s) get hyper's bare 400 and a debug
-/// log line with the peer." Each is sent on a raw connection; the same request without the
-/// fault (and with two equal `Content-Length`s, which are one) is answered 200.
+/// docs/operations.md: heads hyper cannot parse (obs-fold, NUL or CR in a value, two
+/// different `Content-Length`s) get hyper's bare 400 and a debug log line with the peer. Each
+/// is sent on a raw connection; the same request without the fault (and with two equal
+/// `Content-Length`s, which are one) is answered 200.
 #[tokio::test]
 async fn heads_hyper_cannot_parse_are_answered_a_bare_400() {
     let backend = start_backend().await;
@@ -395,9 +395,9 @@ async fn heads_hyper_cannot_parse_are_answered_a_bare_400() {
         );
     }
 
-    // The same page says raw non-ASCII in the path gets the bare 400 too; it does not:
-    // hyper takes the bytes (percent-encoding them), and the path is routed like any other,
-    // here to the Status 404 of a path that names no method.
+    // Raw non-ASCII in the path is no such head: hyper takes the bytes (percent-encoding
+    // them), and the path is routed like any other, here to the Status 404 of a path that
+    // names no method (docs/operations.md says so).
     let (answer, _) = send(request(
         "/protogate.test.svc.TestService/Éc".as_bytes(),
         b"",
