@@ -213,16 +213,18 @@ impl Edge {
         response: &mut Response<ResponseBody>,
         code: Code,
     ) {
+        if ctx.finish.is_none() && code == Code::Ok {
+            return;
+        }
+        // Before the ticket goes to the body: the outcome reads the request's bytes from it.
+        let mut outcome = ctx.outcome(response.status(), code);
         if let Some(ticket) = ctx.ticket.take() {
             response.body_mut().hold(ticket);
         }
         let Some(mut finish) = ctx.finish.take() else {
-            if code != Code::Ok {
-                self.record(&ctx.outcome(response.status(), code));
-            }
+            self.record(&outcome);
             return;
         };
-        let mut outcome = ctx.outcome(response.status(), code);
         if let Some(access) = &mut outcome.access {
             access.bytes_out = response.body().size_hint().exact().unwrap_or(0);
         }
