@@ -545,7 +545,7 @@ pub async fn start_library_toml(toml: &str) -> library::Stack {
 
 /// Starts the real gateway in-process from a resolved configuration, wired as `protogate
 /// serve` wires it (crates/protogate/src/run.rs): the upstreams from
-/// `protogate::upstream_specs` (each `https://` one's TLS from its files), the listener's TLS
+/// `protogate::build_upstreams` (each `https://` one's TLS from its files), the listener's TLS
 /// loaded from its files (`[tls]`: certificate, key, client CA, client_auth) and watched for
 /// changes, `listen` bound, all served by `edge::serve_all`. The schema is `schema`, the one
 /// the configuration's files name, compiled once per test process. The admin listener,
@@ -559,16 +559,8 @@ pub fn start_resolved(
         resolved.admin_listen.is_none() && resolved.reflection.is_none() && resolved.otel.is_none(),
         "start_resolved starts no admin listener, reflection or OpenTelemetry export"
     );
-    let (default, services) = protogate::upstream_specs(&resolved)
-        .unwrap_or_else(|e| panic!("the upstreams' settings: {e}"));
-    let upstreams = edge::Upstreams::build(
-        default,
-        services,
-        resolved.edge.max_response_bytes,
-        resolved.upstream_options,
-        Arc::new(edge::SystemResolver),
-    )
-    .unwrap_or_else(|e| panic!("the upstreams: {e}"));
+    let upstreams =
+        protogate::build_upstreams(&resolved).unwrap_or_else(|e| panic!("the upstreams: {e}"));
     // As `serve`: the certificate loaded now (a bad one is a configuration error), then
     // watched.
     let tls_watch = resolved.tls.as_ref().map(|files| {

@@ -43,21 +43,9 @@ async fn check(mut resolved: Resolved) -> (String, Vec<String>) {
             Err(e) => problems.push(e.to_string()),
         }
     }
-    let upstreams = match crate::config::upstream_specs(&resolved) {
-        Ok((default, services)) => edge::Upstreams::build(
-            default,
-            services,
-            resolved.edge.max_response_bytes,
-            resolved.upstream_options,
-            std::sync::Arc::new(edge::SystemResolver),
-        )
+    let upstreams = crate::config::build_upstreams(&resolved)
         .map_err(|e| problems.push(e.to_string()))
-        .ok(),
-        Err(e) => {
-            problems.push(e.to_string());
-            None
-        }
-    };
+        .ok();
     // With reflection (`--reflect`, `schema_source = "reflection"`, a service's `reflect`),
     // the live upstreams are asked, as `serve` would ask them.
     let schema = match &upstreams {

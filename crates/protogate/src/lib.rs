@@ -38,10 +38,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// The upstreams of a resolved configuration as `serve` builds them (each `https://` URL with
-/// its TLS from its files, each upstream's health checks), for `edge::Upstreams::build`. For
-/// the integration tests' in-process gateway (tests/src/lib.rs), not for users.
+/// its TLS from its files, each upstream's health checks). For the integration tests'
+/// in-process gateway (tests/src/lib.rs), not for users.
 #[doc(hidden)]
-pub use config::upstream_specs;
+pub use config::build_upstreams;
 
 /// Exit code for a configuration or schema that cannot be used (EX_USAGE).
 const EXIT_CONFIG: u8 = 64;

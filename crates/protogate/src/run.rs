@@ -19,15 +19,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // The signals first: a SIGHUP (systemd's ExecReload) while the schema loads must not
         // end the process, and a SIGTERM then is a shutdown like any other.
         let (shutdown, hangups) = shutdown_signal()?;
-        let (default, services) = crate::config::upstream_specs(&resolved)?;
-        let upstreams = edge::Upstreams::build(
-            default,
-            services,
-            resolved.edge.max_response_bytes,
-            resolved.upstream_options,
-            std::sync::Arc::new(edge::SystemResolver),
-        )
-        .map_err(|e| ConfigError(e.to_string()))?;
+        let upstreams = crate::config::build_upstreams(&resolved)?;
         // Validated before any port opens: a broken schema names its file and line, an
         // upstream whose reflection does not answer is named.
         let schema = crate::schema::load(&resolved, &upstreams, &mut disk).await?;

@@ -29,7 +29,7 @@ pub use raw::{
     LevelConfig, MigrationFileConfig, OtelFileConfig, SchemaSource, ServiceConfig, SunsetFileRule,
     TlsFileConfig, UnknownQueryConfig, UpstreamCompression, Urls,
 };
-pub use resolve::{Reflection, Resolved, UpstreamSpecs, resolve, upstream_specs};
+pub use resolve::{Reflection, Resolved, UpstreamSpecs, build_upstreams, resolve, upstream_specs};
 pub use tables::OtelConfig;
 
 /// A configuration that cannot be used; the process exits with code 64.

@@ -119,6 +119,20 @@ pub type UpstreamSpecs = (
     Vec<(String, edge::UpstreamSpec)>,
 );
 
+/// The upstreams as `serve` and `check` build them: [`upstream_specs`], resolved by the
+/// system's resolver (a reload rebuilds from the running ones, `Upstreams::rebuild`, instead).
+pub fn build_upstreams(resolved: &Resolved) -> Result<edge::Upstreams, ConfigError> {
+    let (default, services) = upstream_specs(resolved)?;
+    edge::Upstreams::build(
+        default,
+        services,
+        resolved.edge.max_response_bytes,
+        resolved.upstream_options,
+        std::sync::Arc::new(edge::SystemResolver),
+    )
+    .map_err(|e| ConfigError(e.to_string()))
+}
+
 /// The upstreams as configured: each `https://` URL with its TLS built from its files, and
 /// whether its endpoints are health-checked.
 pub fn upstream_specs(resolved: &Resolved) -> Result<UpstreamSpecs, ConfigError> {
