@@ -1107,15 +1107,14 @@ fn a_file_written_while_a_reload_fails_is_reloaded_after_it() {
         lines(&gw, &["reload failed", "SIGHUP"]).into_iter().next()
     });
     assert!(failed.is_some(), "{}", gw.log().join("\n"));
-    let deadline = Instant::now() + DEADLINE;
-    while !has_rule(2)(&schema_document(gw_addr(&gw))) {
-        assert!(
-            Instant::now() < deadline,
-            "the file written during the failed reload never in force; log:\n{}",
-            gw.log().join("\n")
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let in_force = eventually("the file written during the failed reload", || {
+        has_rule(2)(&schema_document(gw_addr(&gw))).then_some(())
+    });
+    assert!(
+        in_force.is_some(),
+        "the file written during the failed reload never in force; log:\n{}",
+        gw.log().join("\n")
+    );
     gw.sigterm();
     assert!(gw.wait_exit().success());
 }
