@@ -704,7 +704,7 @@ impl Conn {
             .map_err(|e| e.to_string())?;
         let mut answer = Vec::new();
         let mut buf = [0u8; 4096];
-        while !complete(&answer) {
+        while !support::complete(&answer) {
             match self.0.read(&mut buf) {
                 Ok(0) => return Err(format!("closed after {answer:?}")),
                 Ok(n) => answer.extend_from_slice(&buf[..n]),
@@ -719,23 +719,6 @@ impl Conn {
 /// GET /healthz on a new connection.
 fn healthz(addr: SocketAddr, config: Arc<ClientConfig>) -> Result<String, String> {
     Conn::open(addr, config)?.healthz()
-}
-
-/// Whether `answer` holds a whole HTTP/1.1 answer with a content-length.
-fn complete(answer: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(answer);
-    let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        return false;
-    };
-    let length = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse::<usize>().unwrap())
-        })
-        .unwrap_or(0);
-    body.len() >= length
 }
 
 /// docs/tls.md: "The certificate, key and client CA are read again every second; when they
@@ -1064,13 +1047,12 @@ fn a_file_written_while_the_gateway_starts_is_put_in_force() {
     assert!(gw.wait_exit().success());
 }
 
-/// The config file rewritten while a reload (SIGHUP) builds its snapshot from the file's
-/// previous text — read, waiting for the reflection — is reloaded after it: the reload notes
-/// as loaded the text it built from, not what the file holds when it is done.
-#[test]
-fn a_file_written_while_a_reload_builds_is_reloaded_after_it() {
+/// A gateway serving the first config from reflection, a SIGHUP reload of it held at the
+/// reflection (it has read the file), and the file rewritten to the second config meanwhile:
+/// the caller releases the reload.
+fn rewritten_during_a_held_reload(name: &str) -> (ReflectionBackend, Scratch, Proc) {
     let backend = ReflectionBackend::start(false);
-    let scratch = Scratch::new("written-in-reload");
+    let scratch = Scratch::new(name);
     let config = scratch.file("gw.toml", &reflected_config(&backend, 1));
     let mut gw = Proc::spawn(&["serve", "--config", &config]);
     gw.addr();
@@ -1080,6 +1062,15 @@ fn a_file_written_while_a_reload_builds_is_reloaded_after_it() {
     gw.signal("-HUP");
     backend.wait_held(before, &gw);
     replace(&config, &reflected_config(&backend, 2));
+    (backend, scratch, gw)
+}
+
+/// The config file rewritten while a reload (SIGHUP) builds its snapshot from the file's
+/// previous text — read, waiting for the reflection — is reloaded after it: the reload notes
+/// as loaded the text it built from, not what the file holds when it is done.
+#[test]
+fn a_file_written_while_a_reload_builds_is_reloaded_after_it() {
+    let (backend, _scratch, mut gw) = rewritten_during_a_held_reload("written-in-reload");
     backend.release(Release::Answer);
     nth_line(&gw, &[RELOADED, "SIGHUP"], 1);
     wait_for_schema(&gw, "the file written during the reload", has_rule(2));
@@ -1091,17 +1082,7 @@ fn a_file_written_while_a_reload_builds_is_reloaded_after_it() {
 /// reloaded after the failure, which notes the text it failed on, not the new one.
 #[test]
 fn a_file_written_while_a_reload_fails_is_reloaded_after_it() {
-    let backend = ReflectionBackend::start(false);
-    let scratch = Scratch::new("written-in-failed-reload");
-    let config = scratch.file("gw.toml", &reflected_config(&backend, 1));
-    let mut gw = Proc::spawn(&["serve", "--config", &config]);
-    gw.addr();
-    wait_for_schema(&gw, "the first file", has_rule(1));
-    backend.hold();
-    let before = backend.held();
-    gw.signal("-HUP");
-    backend.wait_held(before, &gw);
-    replace(&config, &reflected_config(&backend, 2));
+    let (backend, _scratch, mut gw) = rewritten_during_a_held_reload("written-in-failed-reload");
     backend.release(Release::Refuse);
     let failed = eventually("the reload to fail", || {
         lines(&gw, &["reload failed", "SIGHUP"]).into_iter().next()

@@ -82,7 +82,7 @@ impl Conn {
         let mut answer = Vec::new();
         let mut buf = [0u8; 4096];
         // /healthz answers a short body with a content-length: read until it is all here.
-        while !complete(&answer) {
+        while !support::complete(&answer) {
             let n = self.tls.read(&mut buf).unwrap();
             assert!(n > 0, "the connection closed: {answer:?}");
             answer.extend_from_slice(&buf[..n]);
@@ -90,23 +90,6 @@ impl Conn {
         let text = String::from_utf8_lossy(&answer).into_owned();
         text.lines().next().unwrap_or_default().to_owned()
     }
-}
-
-/// Whether `answer` holds a whole HTTP/1.1 answer with a content-length.
-fn complete(answer: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(answer);
-    let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        return false;
-    };
-    let length = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse::<usize>().unwrap())
-        })
-        .unwrap_or(0);
-    body.len() >= length
 }
 
 #[test]

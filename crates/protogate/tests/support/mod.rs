@@ -322,3 +322,20 @@ pub fn metric(addr: SocketAddr, prefix: &str) -> Option<String> {
         .find(|l| l.starts_with(prefix))
         .map(str::to_owned)
 }
+
+/// Whether `answer` holds a whole HTTP/1.1 answer with a content-length.
+pub fn complete(answer: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(answer);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    let length = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse::<usize>().unwrap_or(usize::MAX))
+        })
+        .unwrap_or(0);
+    body.len() >= length
+}
