@@ -946,7 +946,7 @@ async fn health_metrics_and_kinds() {
     assert!(
         metric(
             &text,
-            r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="200",grpc_code="OK"}"#
+            r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="200",grpc_code="OK",protocol="http"}"#
         ) >= 1.0,
         "{text}"
     );
@@ -1043,7 +1043,7 @@ async fn a_client_gone_mid_body_is_recorded_as_499() {
         .await
         .unwrap();
     drop(stream);
-    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="499",grpc_code="Canceled"}"#;
+    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="499",grpc_code="Canceled",protocol="http"}"#;
     let text = eventually("a 499 to be recorded", Duration::from_secs(30), || {
         let text = edge.metrics().render();
         (metric(&text, key) > 0.0).then_some(text)
@@ -1146,7 +1146,7 @@ async fn a_client_gone_while_the_upstream_works_is_recorded_as_499() {
     use tokio::io::AsyncWriteExt;
     let backend = start_backend().await;
     let (gw, edge) = start_gateway(&format!("http://{}", backend.addr), config()).await;
-    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Slow",request_format="json",response_format="json",code="499",grpc_code="Canceled"}"#;
+    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Slow",request_format="json",response_format="json",code="499",grpc_code="Canceled",protocol="http"}"#;
     let in_flight = || metric(&edge.metrics().render(), "protogate_requests_in_flight");
     // HTTP/1.1: the whole request, then the connection closed.
     let body = r#"{"delay":"20s"}"#;

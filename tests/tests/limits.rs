@@ -125,7 +125,7 @@ async fn a_unary_body_that_stalls_is_answered_408() {
     assert!(a.head.contains("grpc-status: 4"), "{}", a.head);
 
     let text = Http::h1().metrics(gw.addr).await;
-    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="408",grpc_code="DeadlineExceeded"}"#;
+    let key = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="json",response_format="json",code="408",grpc_code="DeadlineExceeded",protocol="http"}"#;
     assert_eq!(metric(&text, key), 1.0, "{text}");
 }
 

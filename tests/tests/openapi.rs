@@ -8,13 +8,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
-use std::time::Duration;
 
 use protogate_tests::library;
 use protogate_tests::{Http, proto_source, workspace};
 use serde_json::{Value, json};
 
 use crate::external;
+use crate::python::{PYTHON_LIMIT, python};
 
 async fn fetch() -> Value {
     let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
@@ -344,7 +344,7 @@ async fn document_describes_the_library() {
 
 #[tokio::test]
 async fn document_is_valid_openapi_3_1() {
-    let Some(py) = python("document_is_valid_openapi_3_1") else {
+    let Some(py) = python("document_is_valid_openapi_3_1", "openapi_spec_validator") else {
         return;
     };
     let doc = fetch().await;
@@ -382,7 +382,10 @@ async fn document_is_valid_openapi_3_1() {
 /// path, a wildcard outside any variable, GET with query parameters down nested messages.
 #[test]
 fn kitchen_sink_document_is_valid_openapi_3_1() {
-    let Some(py) = python("kitchen_sink_document_is_valid_openapi_3_1") else {
+    let Some(py) = python(
+        "kitchen_sink_document_is_valid_openapi_3_1",
+        "openapi_spec_validator",
+    ) else {
         return;
     };
     const SERVICE: &str = r#"
@@ -448,51 +451,6 @@ fn kitchen_sink_document_is_valid_openapi_3_1() {
 }
 
 // --- the validator ------------------------------------------------------------------------------
-
-/// Python starts in well under a second, the validator in about one; a minute allows for a
-/// loaded machine.
-const PYTHON_LIMIT: Duration = Duration::from_secs(60);
-
-/// The interpreter with openapi-spec-validator: `PROTOGATE_ORACLE_PYTHON` (set by `make
-/// test`), else the workspace's .venv, else `python3`; `None` when it is missing (after the
-/// skip line; a failure when oracles are required).
-fn python(test: &str) -> Option<String> {
-    let py = match std::env::var("PROTOGATE_ORACLE_PYTHON") {
-        Ok(p) if !p.is_empty() => p,
-        _ => {
-            let venv = workspace().join(".venv/bin/python");
-            if venv.exists() {
-                venv.to_string_lossy().into_owned()
-            } else {
-                "python3".to_owned()
-            }
-        }
-    };
-    let probe = external::output(
-        Command::new(&py).args([
-            "-c",
-            "import openapi_spec_validator; print(openapi_spec_validator.__version__)",
-        ]),
-        None,
-        PYTHON_LIMIT,
-    );
-    let missing = match probe {
-        Err(e) => format!(
-            "Python {py:?} cannot be run ({e}); PROTOGATE_ORACLE_PYTHON selects an interpreter"
-        ),
-        Ok(out) if !out.status.success() => format!(
-            "Python {py:?} cannot import openapi_spec_validator ({})",
-            String::from_utf8_lossy(&out.stderr)
-                .trim()
-                .lines()
-                .last()
-                .unwrap_or("no message")
-        ),
-        Ok(_) => return Some(py),
-    };
-    external::oracle_missing(test, &missing, "oracle-env");
-    None
-}
 
 /// Runs tests/oracle/validate_openapi.py on `doc`: (valid, what it printed).
 fn validate(py: &str, doc: &Value) -> (bool, String) {

@@ -216,21 +216,24 @@ async fn errors_before_and_after_the_first_message() {
     assert_eq!(trailers["grpc-message"], "watch failed after 2 books");
     // Counted under the code the stream ended with, not as the success its 200 announced.
     let watch = r#"protogate_requests_total{method="library.v1.Library/WatchBooks",request_format="json",response_format="json","#;
-    let failed = format!(r#"{watch}code="200",grpc_code="FailedPrecondition"}}"#);
+    let failed = format!(r#"{watch}code="200",grpc_code="FailedPrecondition",protocol="http"}}"#);
     eventually("the failed stream to be recorded", PATIENCE, || {
         (metric(&s.edge.metrics().render(), &failed) == 1.0).then_some(())
     })
     .await;
     let text = s.edge.metrics().render();
     assert_eq!(
-        metric(&text, &format!(r#"{watch}code="200",grpc_code="OK"}}"#)),
+        metric(
+            &text,
+            &format!(r#"{watch}code="200",grpc_code="OK",protocol="http"}}"#)
+        ),
         0.0,
         "{text}"
     );
     assert_eq!(
         metric(
             &text,
-            &format!(r#"{watch}code="400",grpc_code="FailedPrecondition"}}"#)
+            &format!(r#"{watch}code="400",grpc_code="FailedPrecondition",protocol="http"}}"#)
         ),
         1.0,
         "{text}"
@@ -840,7 +843,7 @@ async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
     let s = library::start_with_gateway(edge::EdgeConfig::default()).await;
     let metrics = || s.edge.metrics().render();
     const IN_FLIGHT: &str = "protogate_requests_in_flight";
-    const DONE: &str = r#"protogate_requests_total{method="library.v1.Library/WatchBooks",request_format="json",response_format="json",code="200",grpc_code="OK"}"#;
+    const DONE: &str = r#"protogate_requests_total{method="library.v1.Library/WatchBooks",request_format="json",response_format="json",code="200",grpc_code="OK",protocol="http"}"#;
     for h2 in [false, true] {
         let done_before = metric(&metrics(), DONE);
         let c = client(h2);
@@ -880,7 +883,7 @@ async fn a_stream_is_in_flight_until_its_last_message_and_recorded_then() {
         assert_eq!(metric(&after, DONE), done_before + 1.0, "h2 {h2}: {after}");
 
         // A client that leaves mid-stream: counted as 499 when the gateway notices.
-        const LEFT: &str = r#"protogate_requests_total{method="library.v1.Library/WatchBooks",request_format="json",response_format="json",code="499",grpc_code="Canceled"}"#;
+        const LEFT: &str = r#"protogate_requests_total{method="library.v1.Library/WatchBooks",request_format="json",response_format="json",code="499",grpc_code="Canceled",protocol="http"}"#;
         let left_before = metric(&after, LEFT);
         let c = client(h2);
         let req = Request::get(format!(

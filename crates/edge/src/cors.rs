@@ -2,7 +2,7 @@
 //! origins. Written here rather than taken from tower-http's `CorsLayer`: a preflight is
 //! answered only for a path that has a route, naming the methods that path's routes accept
 //! (which only the router knows), with 204; and the exposed headers of an actual answer
-//! include the `grpc-metadata-*` headers that answer carries, which a fixed list cannot name.
+//! include the metadata headers that answer carries, which a fixed list cannot name.
 
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ pub struct CorsConfig {
     /// Request headers a browser may send (`Access-Control-Allow-Headers`).
     pub allow_headers: Vec<String>,
     /// Answer headers a browser may read, besides `grpc-status`, `grpc-message`,
-    /// `x-request-id` and the answer's own `grpc-metadata-*` headers.
+    /// `x-request-id` and the answer's own headers.
     pub expose_headers: Vec<String>,
     pub allow_credentials: bool,
     /// How long a browser may cache a preflight (`Access-Control-Max-Age`).
@@ -39,6 +39,9 @@ impl Default for CorsConfig {
                 "x-timeout",
                 "traceparent",
                 "tracestate",
+                // gRPC-Web's.
+                "x-grpc-web",
+                "x-user-agent",
             ]
             .map(String::from)
             .to_vec(),
@@ -110,13 +113,15 @@ impl Cors {
     }
 
     /// The headers an actual answer to an allowed origin gets: the origin allowed, and what
-    /// it may read (the answer's own `grpc-metadata-*` headers included).
+    /// it may read — the answer's own headers included (its `grpc-metadata-*`, a gRPC-Web
+    /// answer's metadata and `grpc-status-details-bin`, the sunset's `Deprecation`), less
+    /// those a browser reads anyway.
     pub(crate) fn answer(&self, origin: &HeaderValue, out: &mut HeaderMap) {
         let mut exposed = String::from(ALWAYS_EXPOSED);
         for name in self.config.expose_headers.iter().map(String::as_str).chain(
             out.keys()
                 .map(|k| k.as_str())
-                .filter(|k| k.starts_with("grpc-metadata-")),
+                .filter(|k| !readable_anyway(k)),
         ) {
             exposed.push_str(", ");
             exposed.push_str(name);
@@ -137,6 +142,28 @@ impl Cors {
         }
         out.append(header::VARY, HeaderValue::from_static("Origin"));
     }
+}
+
+/// Answer headers a browser gives a script without being told (the CORS-safelisted ones),
+/// those already exposed, and those about the transfer, not the answer.
+fn readable_anyway(name: &str) -> bool {
+    matches!(
+        name,
+        "cache-control"
+            | "content-language"
+            | "content-length"
+            | "content-type"
+            | "expires"
+            | "last-modified"
+            | "pragma"
+            | "grpc-status"
+            | "grpc-message"
+            | "x-request-id"
+            | "vary"
+            | "content-encoding"
+            | "connection"
+            | "date"
+    ) || name.starts_with("access-control-")
 }
 
 /// Whether `origin` matches `pattern` (`*` anywhere stands for one or more characters). An

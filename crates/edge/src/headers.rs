@@ -77,35 +77,10 @@ pub(crate) fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -
 
 /// The client's deadline: `grpc-timeout` (gRPC's `1*8DIGIT unit`) or `X-Timeout` in seconds.
 pub(crate) fn client_timeout(headers: &HeaderMap) -> Result<Option<Duration>, EdgeError> {
-    // Names made once: a `&str` name is parsed again on every lookup.
-    const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+    // A name made once: a `&str` name is parsed again on every lookup.
     const X_TIMEOUT: HeaderName = HeaderName::from_static("x-timeout");
-    if let Some(v) = headers.get(GRPC_TIMEOUT) {
-        let s = v.to_str().unwrap_or("");
-        let bad = || {
-            EdgeError::BadHeader(format!(
-                "grpc-timeout {s:?} is not 1-8 digits followed by H, M, S, m, u or n"
-            ))
-        };
-        if s.len() < 2 || s.len() > 9 {
-            return Err(bad());
-        }
-        let (digits, unit) = s.split_at(s.len() - 1);
-        let n: u64 = if digits.bytes().all(|c| c.is_ascii_digit()) {
-            digits.parse().map_err(|_| bad())?
-        } else {
-            return Err(bad());
-        };
-        let d = match unit {
-            "H" => Duration::from_secs(n.saturating_mul(3600)),
-            "M" => Duration::from_secs(n.saturating_mul(60)),
-            "S" => Duration::from_secs(n),
-            "m" => Duration::from_millis(n),
-            "u" => Duration::from_micros(n),
-            "n" => Duration::from_nanos(n),
-            _ => return Err(bad()),
-        };
-        return Ok(Some(d));
+    if let Some(timeout) = grpc_timeout(headers)? {
+        return Ok(Some(timeout));
     }
     if let Some(v) = headers.get(X_TIMEOUT) {
         let s = v.to_str().unwrap_or("").trim();
@@ -121,6 +96,40 @@ pub(crate) fn client_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Ed
         return Ok(Some(Duration::from_secs_f64(secs)));
     }
     Ok(None)
+}
+
+/// `grpc-timeout` (gRPC's `1*8DIGIT unit`), when the client sent one.
+pub(crate) fn grpc_timeout(headers: &HeaderMap) -> Result<Option<Duration>, EdgeError> {
+    // A name made once: a `&str` name is parsed again on every lookup.
+    const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+    let Some(v) = headers.get(GRPC_TIMEOUT) else {
+        return Ok(None);
+    };
+    let s = v.to_str().unwrap_or("");
+    let bad = || {
+        EdgeError::BadHeader(format!(
+            "grpc-timeout {s:?} is not 1-8 digits followed by H, M, S, m, u or n"
+        ))
+    };
+    if s.len() < 2 || s.len() > 9 {
+        return Err(bad());
+    }
+    let (digits, unit) = s.split_at(s.len() - 1);
+    let n: u64 = if digits.bytes().all(|c| c.is_ascii_digit()) {
+        digits.parse().map_err(|_| bad())?
+    } else {
+        return Err(bad());
+    };
+    let d = match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return Err(bad()),
+    };
+    Ok(Some(d))
 }
 
 /// Headers forwarded upstream as gRPC metadata: `authorization`, `x-request-id`, the trace

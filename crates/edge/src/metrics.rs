@@ -31,6 +31,8 @@ pub struct RequestLabels {
     /// The gRPC status the answer ended with (`OK`, `Unavailable`, …: 17 values): a stream
     /// that fails after its 200 headers counts under its error here.
     pub grpc_code: &'static str,
+    /// The client protocol (`http`, `grpc`, `grpc-web`).
+    pub protocol: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -92,6 +94,7 @@ struct CounterKey {
     response_format: &'static str,
     code: u16,
     grpc_code: &'static str,
+    protocol: &'static str,
 }
 
 /// The request series kept per method: formats × the statuses a method usually answers with.
@@ -252,6 +255,7 @@ impl Metrics {
             response_format: labels.response_format,
             code: labels.code,
             grpc_code: labels.grpc_code,
+            protocol: labels.protocol,
         };
         self.with_method(&labels.method, |h| {
             let mut counters = h
@@ -378,6 +382,7 @@ mod tests {
             response_format: "protobuf",
             code,
             grpc_code: "OK",
+            protocol: "http",
         };
         // More distinct series than a method keeps: those past the kept ones are counted
         // through the family, every one exactly.
@@ -391,7 +396,7 @@ mod tests {
             let text = metrics.render();
             for &code in &codes {
                 let series = format!(
-                    r#"protogate_requests_total{{method="pkg.S/M",request_format="json",response_format="protobuf",code="{code}",grpc_code="OK"}}"#
+                    r#"protogate_requests_total{{method="pkg.S/M",request_format="json",response_format="protobuf",code="{code}",grpc_code="OK",protocol="http"}}"#
                 );
                 assert_eq!(
                     line(&text, &series),

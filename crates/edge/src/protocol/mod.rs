@@ -10,8 +10,13 @@
 //! streams in the framing Accept picks (`transcode::stream`), the deadline from `grpc-timeout`
 //! or `X-Timeout`, metadata as `grpc-metadata-*` headers, errors as google.rpc.Status with
 //! the HTTP status of their code and `grpc-status` / `grpc-message` headers, a stream's end as
-//! its framing's status record and `grpc-status` trailers. gRPC, gRPC-Web and Connect are
-//! further variants with the same questions to answer.
+//! its framing's status record and `grpc-status` trailers.
+//!
+//! [`Protocol::Grpc`] and [`Protocol::GrpcWeb`] (`grpc.rs`) relay: the client's messages go
+//! upstream in their envelopes, byte for byte, and the answer comes back as the upstream sent
+//! it (`envelope.rs` follows the envelopes on the way, for the limits and to name a broken
+//! body; gRPC-Web's trailers become a body frame). The request path asks
+//! [`Protocol::relays`] which way a request's messages travel.
 
 use std::time::Duration;
 
@@ -21,9 +26,11 @@ use transcode::Format;
 use transcode::stream::Framing;
 
 use crate::body::ResponseBody;
-use crate::error::EdgeError;
+use crate::error::{Code, EdgeError};
 use crate::headers;
 
+pub(crate) mod envelope;
+pub(crate) mod grpc;
 mod http;
 mod plan;
 
@@ -35,13 +42,36 @@ pub enum Protocol {
     /// REST/HTTP: `POST /pkg.Service/Method` and the google.api.http rules, with JSON,
     /// MessagePack or protobuf bodies.
     Http,
+    /// gRPC (`application/grpc`, `+proto`) over HTTP/2: relayed.
+    Grpc,
+    /// gRPC-Web (`application/grpc-web`, `+proto`; `-text`: base64 both ways) over HTTP/1.1
+    /// or HTTP/2: relayed, the trailers in the body.
+    GrpcWeb { text: bool },
 }
 
 impl Protocol {
     /// The protocol a request speaks, from its head. Every request is REST/HTTP until another
     /// protocol claims it (by its Content-Type or its protocol's own headers).
-    pub fn recognise(_head: &::http::request::Parts) -> Protocol {
-        Protocol::Http
+    pub fn recognise(head: &::http::request::Parts) -> Protocol {
+        head.headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|t| grpc::recognise(t.as_bytes()))
+            .unwrap_or(Protocol::Http)
+    }
+
+    /// The protocol's name, as the `protocol` label and the access log write it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Grpc => "grpc",
+            Protocol::GrpcWeb { .. } => "grpc-web",
+        }
+    }
+
+    /// Whether the request's messages are relayed in their envelopes (gRPC, gRPC-Web) rather
+    /// than converted (`Edge::relay` instead of the call by shape).
+    pub fn relays(self) -> bool {
+        matches!(self, Protocol::Grpc | Protocol::GrpcWeb { .. })
     }
 
     /// How the request is read and answered ([`Plan`]): its format or request-stream
@@ -56,36 +86,57 @@ impl Protocol {
     ) -> Result<Plan, EdgeError> {
         match self {
             Protocol::Http => http::negotiate(head, target, strict),
+            Protocol::Grpc | Protocol::GrpcWeb { .. } => grpc::negotiate(self, head),
         }
     }
 
     /// The client's own deadline, if it sent one: `grpc-timeout` (gRPC's `1*8DIGIT unit`),
-    /// else `X-Timeout` in seconds. A malformed one is the client's error, naming the header.
+    /// else, for REST/HTTP, `X-Timeout` in seconds. A malformed one is the client's error,
+    /// naming the header.
     pub fn client_deadline(self, headers: &HeaderMap) -> Result<Option<Duration>, EdgeError> {
         match self {
             Protocol::Http => headers::client_timeout(headers),
+            Protocol::Grpc | Protocol::GrpcWeb { .. } => grpc::client_deadline(headers),
         }
     }
 
-    /// The metadata sent upstream with the call: `authorization`, `x-request-id` (the one
-    /// the gateway made, `made_request_id`, when the client sent none), the trace context and
-    /// every `grpc-metadata-*` with its prefix stripped.
+    /// A relayed call's headers going upstream (see `grpc::upstream_headers`).
+    pub(crate) fn relay_headers(
+        self,
+        headers: &HeaderMap,
+        deadline: Option<Duration>,
+        made_request_id: Option<&HeaderValue>,
+    ) -> HeaderMap {
+        grpc::upstream_headers(self, headers, deadline, made_request_id)
+    }
+
+    /// How a relayed answer's trailers travel: as trailers (gRPC: `None`), or as the body's
+    /// last frame (gRPC-Web: the frame).
+    pub(crate) fn trailers_in_body(self, trailers: &HeaderMap) -> Option<Vec<u8>> {
+        matches!(self, Protocol::GrpcWeb { .. }).then(|| grpc::trailers_frame(trailers))
+    }
+
+    /// A relayed answer's head, from the upstream's.
+    pub(crate) fn relay_answer_head(self, upstream: HeaderMap) -> HeaderMap {
+        grpc::answer_head(self, upstream)
+    }
+
+    /// The metadata sent upstream with a converted call: `authorization`, `x-request-id`
+    /// (the one the gateway made, `made_request_id`, when the client sent none), the trace
+    /// context and every `grpc-metadata-*` with its prefix stripped. (A relayed call's are
+    /// [`Protocol::relay_headers`].)
     pub fn upstream_metadata(
         self,
         headers: &HeaderMap,
         made_request_id: Option<&HeaderValue>,
     ) -> Result<HeaderMap, EdgeError> {
-        match self {
-            Protocol::Http => headers::upstream_metadata(headers, made_request_id),
-        }
+        headers::upstream_metadata(headers, made_request_id)
     }
 
-    /// The upstream's metadata (headers and trailers) as the answer's headers:
+    /// The upstream's metadata (headers and trailers) as a converted answer's headers:
     /// `grpc-metadata-*`.
     pub fn answer_metadata(self, metadata: &HeaderMap) -> HeaderMap {
-        match self {
-            Protocol::Http => headers::metadata_headers(metadata),
-        }
+        headers::metadata_headers(metadata)
     }
 
     /// The format an error is written in: the answer's negotiated format when the request
@@ -93,6 +144,7 @@ impl Protocol {
     /// we serve).
     pub fn error_format(self, negotiated: Option<Format>, headers: &HeaderMap) -> Format {
         match (self, negotiated) {
+            (Protocol::Grpc | Protocol::GrpcWeb { .. }, _) => Format::Protobuf,
             (Protocol::Http, Some(format)) => format,
             (Protocol::Http, None) => crate::negotiate::response_format(
                 Format::Json,
@@ -104,15 +156,29 @@ impl Protocol {
         }
     }
 
-    /// An error answer: `status` (google.rpc.Status, already rendered in `format`) as the
-    /// body, the HTTP status of the error's code, `grpc-status` and `grpc-message` headers,
-    /// and what the error itself adds (`Allow`, `Retry-After`, the upstream's metadata).
+    /// The gRPC code an error answers with in this protocol: gRPC's clients get
+    /// UNIMPLEMENTED for a method the gateway does not have.
+    pub fn code_of(self, err: &EdgeError) -> Code {
+        match self {
+            Protocol::Http => err.code_and_status().0,
+            Protocol::Grpc | Protocol::GrpcWeb { .. } => grpc::code_of(err),
+        }
+    }
+
+    /// An error answer. REST/HTTP: `status` (google.rpc.Status, already rendered in
+    /// `format`) as the body, the HTTP status of the error's code, `grpc-status` and
+    /// `grpc-message` headers, and what the error itself adds (`Allow`, `Retry-After`, the
+    /// upstream's metadata). gRPC and gRPC-Web: a trailers-only answer (`grpc::error_answer`).
     pub fn error_answer(
         self,
+        version: ::http::Version,
         err: &EdgeError,
         format: Format,
         status: Bytes,
     ) -> Response<ResponseBody> {
+        if self.relays() {
+            return grpc::error_answer(self, version, err, self.code_of(err), status);
+        }
         let (code, http_status) = err.code_and_status();
         let mut response = plain(http_status, crate::negotiate::content_type(format), status);
         let headers = response.headers_mut();

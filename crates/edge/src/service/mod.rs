@@ -6,6 +6,7 @@
 //! - `admin.rs`: the gateway's own endpoints;
 //! - `unary.rs`: `decode_request`, unary calls, `encode_response`;
 //! - `streams.rs`: server, client and bidirectional streams;
+//! - `relay.rs`: gRPC and gRPC-Web calls, relayed in their envelopes;
 //! - `call.rs`: `call_upstream`, the one wrapper of every upstream call;
 //! - `respond.rs`: errors rendered as google.rpc.Status, the response builders;
 //! - `record.rs`: the record of every answer the API gives and every refusal (metrics,
@@ -46,6 +47,7 @@ mod admin;
 mod call;
 mod pipeline;
 mod record;
+mod relay;
 mod respond;
 mod streams;
 mod unary;
@@ -237,12 +239,17 @@ impl RequestCtx<'_> {
         let mut metadata = self
             .protocol
             .upstream_metadata(&self.head.headers, self.made_request_id.as_ref())?;
+        self.start_call_span(upstreams, &mut metadata);
+        Ok(metadata)
+    }
+
+    /// When tracing, the upstream call's span starts, its context written into `metadata`.
+    fn start_call_span(&mut self, upstreams: &Upstreams, metadata: &mut HeaderMap) {
         if let (Some(span), Some(method)) = (&self.span, self.method) {
             let upstream = upstreams.uri(&method.service).unwrap_or("-");
             let upstream = upstream.split_once("://").map_or(upstream, |(_, a)| a);
-            self.call_span = Some(span.upstream_call(&method.full_name, upstream, &mut metadata));
+            self.call_span = Some(span.upstream_call(&method.full_name, upstream, metadata));
         }
-        Ok(metadata)
     }
 
     /// A unary call's answer came (or its failure): its span ends.

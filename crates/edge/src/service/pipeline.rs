@@ -44,8 +44,9 @@ impl Edge {
     /// | negotiate         | formats, framings (`Protocol::negotiate`)  | —                                   |
     /// | JSON sunset       | `json_sunset` (account.rs)                 | deprecation headers                 |
     /// | deadline          | the protocol's deadline, capped            | —                                   |
+    /// | relay             | gRPC, gRPC-Web: the call relayed (`relay`) | —                                   |
     /// | content coding    | the body decoded as it arrives             | —                                   |
-    /// | call              | by the method's shape (`unary`, streams) | —                                   |
+    /// | call              | by the method's shape (`unary`, streams)   | —                                   |
     /// | account           | —                                          | downgrades, migration report        |
     pub async fn handle<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody>
     where
@@ -105,8 +106,11 @@ impl Edge {
             .negotiate(head, target, self.config.strict_accept)?;
         ctx.plan = Some(plan);
         self.json_sunset(ctx, target.method, plan)?;
-        plan.deadline = self.deadline(ctx.protocol, head, plan)?;
+        plan.deadline = self.deadline(ctx.protocol, head, target.method)?;
         ctx.plan = Some(plan);
+        if ctx.protocol.relays() {
+            return self.relay(ctx, head, target.method, plan, body).await;
+        }
         let body = self.content_coding(head, target.method, body)?;
         match target.method.streaming {
             StreamingKind::Unary => self.unary(ctx, head, target, plan, body).await,
@@ -125,10 +129,13 @@ impl Edge {
         &self,
         protocol: Protocol,
         head: &http::request::Parts,
-        plan: Plan,
+        method: &Method,
     ) -> Result<Option<Duration>, EdgeError> {
         let client = protocol.client_deadline(&head.headers)?;
-        if plan.out_framing.is_some() {
+        if matches!(
+            method.streaming,
+            StreamingKind::ServerStreaming | StreamingKind::Bidirectional
+        ) {
             return Ok(client);
         }
         let cap = self.config.upstream_timeout;
@@ -177,7 +184,7 @@ impl Edge {
                         .headers_mut()
                         .insert(header::CONNECTION, HeaderValue::from_static("close"));
                 }
-                (response, err.code_and_status().0)
+                (response, ctx.protocol.code_of(&err))
             }
         };
         self.account(&ctx);

@@ -18,6 +18,7 @@ impl Edge {
             response_format: o.response_format,
             code: o.status.as_u16(),
             grpc_code: o.grpc_code.name(),
+            protocol: o.protocol.label(),
         });
         let elapsed = o.start.elapsed();
         self.metrics
@@ -39,6 +40,7 @@ impl Edge {
                 http_method = a.http_method.as_str(),
                 path = &*a.path,
                 route = o.method.as_deref().unwrap_or("-"),
+                protocol = o.protocol.label(),
                 request_format = o.request_format,
                 response_format = o.response_format,
                 status = o.status.as_u16(),
@@ -69,6 +71,7 @@ pub(super) struct Finish {
 
 pub(super) struct Outcome {
     pub(super) method: Option<Arc<str>>,
+    pub(super) protocol: Protocol,
     pub(super) request_format: &'static str,
     pub(super) response_format: &'static str,
     pub(super) status: StatusCode,
@@ -124,10 +127,17 @@ impl Outcome {
             access,
             downgrades: account::request_downgrades(ctx),
             method: ctx.method.map(|m| m.full_name.clone()),
+            protocol: ctx.protocol,
             request_format,
             response_format,
             status,
-            grpc_code,
+            // An answer that ended with its head (a relayed trailers-only answer) carries
+            // its code there.
+            grpc_code: ctx
+                .stream_end
+                .as_ref()
+                .and_then(|end| end.get())
+                .unwrap_or(grpc_code),
             stream_end: ctx.stream_end.clone(),
             start: ctx.start,
             user_agent: ctx.caller.client.user_agent.clone(),

@@ -46,7 +46,8 @@ impl Edge {
             };
             self.note_downgrades(&of, format, &findings, true);
         }
-        ctx.protocol.error_answer(err, format, body)
+        ctx.protocol
+            .error_answer(ctx.head.version, err, format, body)
     }
 
     /// An error as google.rpc.Status in `format` (mid-stream status records).

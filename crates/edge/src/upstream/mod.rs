@@ -17,6 +17,7 @@ mod reflection;
 pub use pool::MIN_INTERVAL;
 mod resolve;
 mod stream;
+pub(crate) use stream::AnswerBody;
 mod unary;
 
 pub use connect::UpstreamTls;
@@ -489,6 +490,30 @@ impl Upstreams {
         Ok((metadata.into_headers(), stream))
     }
 
+    /// Relays a call whose messages come framed (gRPC, gRPC-Web): `body` goes to the
+    /// upstream as it comes, with `headers` (the caller's, gRPC's content type and `te`
+    /// included); the answer is the upstream's head and its body (data, then trailers),
+    /// untouched. Same pool, balancing and retry (of a call that provably did not leave) as
+    /// every other call.
+    pub(crate) async fn relay<B>(
+        &self,
+        service: &str,
+        path: &str,
+        headers: HeaderMap,
+        body: B,
+    ) -> Result<http::Response<stream::AnswerBody>, Status>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let pool = self.route(service)?.pool.clone();
+        let mut request = http::Request::new(tonic::body::Body::new(body));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = http::Uri::from(method_path(path)?);
+        *request.headers_mut() = headers;
+        stream::open(pool, request).await
+    }
+
     /// Calls a client-streaming method: a stream of request messages, one answer.
     pub async fn client_streaming<S>(
         &self,
@@ -512,6 +537,11 @@ impl Upstreams {
             metadata: metadata.into_headers(),
         })
     }
+}
+
+/// `grpc-timeout`'s value for `timeout`, as every call upstream sends it.
+pub(crate) fn grpc_timeout(timeout: Duration) -> http::HeaderValue {
+    exchange::grpc_timeout(timeout)
 }
 
 /// The mark of a status the gateway made itself because it could not get an answer (a failed

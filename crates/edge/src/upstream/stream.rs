@@ -49,7 +49,7 @@ impl tower::Service<Request<TonicBody>> for PoolService {
 }
 
 /// Opens the call on an endpoint of `pool`: the answer's head, and its body to read.
-async fn open(
+pub(super) async fn open(
     pool: Arc<Pool>,
     request: Request<TonicBody>,
 ) -> Result<Response<AnswerBody>, Status> {
@@ -168,6 +168,12 @@ pub(crate) struct AnswerBody {
 }
 
 impl AnswerBody {
+    /// True when the answer's head ended the stream: a trailers-only answer (an error the
+    /// upstream answered at once), whose status is in the head.
+    pub(crate) fn ended_with_head(&self) -> bool {
+        self.recv.is_end_stream()
+    }
+
     fn failure(&self, e: &h2::Error) -> Status {
         exchange::stream_failure(e, &self.authority).into_status()
     }
