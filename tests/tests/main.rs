@@ -9,6 +9,7 @@ mod external;
 mod admin;
 mod balancing;
 mod compression;
+mod connect;
 mod connections;
 mod cors;
 mod gateway;

@@ -101,6 +101,14 @@ impl ResponseBody {
         }
     }
 
+    /// A whole answer's bytes, taken (a stream's: none).
+    pub(crate) fn take_whole(&mut self) -> Bytes {
+        match &mut self.inner {
+            Inner::Full(bytes) => bytes.take().unwrap_or_default(),
+            Inner::Stream(_) => Bytes::new(),
+        }
+    }
+
     /// Calls `on_end` when the body is dropped: sent to its end, or abandoned by the client.
     pub fn on_end(&mut self, on_end: impl BodyEnd + 'static) {
         self.on_end = Some(Box::new(on_end));

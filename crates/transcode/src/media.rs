@@ -25,3 +25,11 @@ pub const NDJSON: &[&str] = &["application/x-ndjson", "application/jsonl"];
 
 /// A stream of JSON messages as server-sent events.
 pub const SSE: &[&str] = &["text/event-stream"];
+
+/// Connect's streaming protocol: messages in 5-byte envelopes, JSON or protobuf, and an
+/// end-of-stream message.
+pub const CONNECT_JSON: &[&str] = &["application/connect+json"];
+pub const CONNECT_PROTO: &[&str] = &["application/connect+proto"];
+
+/// Connect's unary protobuf (its JSON is [`JSON`]).
+pub const PROTO: &[&str] = &["application/proto"];

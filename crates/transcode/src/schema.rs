@@ -32,6 +32,9 @@ pub struct Method {
     pub input: MessageDescriptor,
     pub output: MessageDescriptor,
     pub streaming: StreamingKind,
+    /// Marked `option idempotency_level = NO_SIDE_EFFECTS`: safe to call with a GET
+    /// (Connect's).
+    pub no_side_effects: bool,
     pub descriptor: prost_reflect::MethodDescriptor,
 }
 
@@ -515,10 +518,21 @@ fn add_service_methods(service: &ServiceDescriptor, out: &mut MethodMap) {
             input: m.input(),
             output: m.output(),
             streaming,
+            no_side_effects: no_side_effects(&m),
             descriptor: m.clone(),
         };
         out.insert(path.as_ref().into(), method);
     }
+}
+
+/// Whether a method's options say `idempotency_level = NO_SIDE_EFFECTS` (field 34 of
+/// google.protobuf.MethodOptions, value 1).
+fn no_side_effects(m: &prost_reflect::MethodDescriptor) -> bool {
+    let options = m.options();
+    options
+        .get_field_by_number(34)
+        .and_then(|v| v.as_enum_number())
+        == Some(1)
 }
 
 type OpenFn = dyn Fn(&str) -> Option<String>;

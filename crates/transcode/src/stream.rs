@@ -22,15 +22,21 @@ pub enum Framing {
     Sse,
     Msgpack,
     Delimited,
+    /// Connect's streaming protocol: each message in a 5-byte envelope (flags, big-endian
+    /// length), JSON or protobuf. Its end-of-stream message is the protocol's to write.
+    ConnectJson,
+    ConnectProto,
 }
 
 impl Framing {
     /// The format each message is rendered in.
     pub fn format(self) -> Format {
         match self {
-            Framing::Ndjson | Framing::JsonArray | Framing::Sse => Format::Json,
+            Framing::Ndjson | Framing::JsonArray | Framing::Sse | Framing::ConnectJson => {
+                Format::Json
+            }
             Framing::Msgpack => Format::Msgpack,
-            Framing::Delimited => Format::Protobuf,
+            Framing::Delimited | Framing::ConnectProto => Format::Protobuf,
         }
     }
 
@@ -42,6 +48,8 @@ impl Framing {
             Framing::Sse => media::SSE[0],
             Framing::Msgpack => media::MSGPACK[0],
             Framing::Delimited => media::PROTOBUF[0],
+            Framing::ConnectJson => media::CONNECT_JSON[0],
+            Framing::ConnectProto => media::CONNECT_PROTO[0],
         }
     }
 
@@ -53,6 +61,8 @@ impl Framing {
             Framing::Sse => "sse",
             Framing::Msgpack => "msgpack",
             Framing::Delimited => "protobuf",
+            Framing::ConnectJson => "connect+json",
+            Framing::ConnectProto => "connect+proto",
         }
     }
 
@@ -65,10 +75,17 @@ impl Framing {
 
     /// Frames message number `index` (0-based), already rendered in [`Self::format`].
     pub fn record(self, index: usize, message: &[u8], out: &mut Vec<u8>) {
-        if self == Framing::Delimited {
-            wire::put_varint(out, message.len() as u64);
-            out.extend_from_slice(message);
-            return;
+        match self {
+            Framing::Delimited => {
+                wire::put_varint(out, message.len() as u64);
+                out.extend_from_slice(message);
+                return;
+            }
+            Framing::ConnectJson | Framing::ConnectProto => {
+                envelope(0, message, out);
+                return;
+            }
+            _ => {}
         }
         self.record_start(index, out);
         out.extend_from_slice(message);
@@ -77,9 +94,12 @@ impl Framing {
 
     /// Whether a message can be rendered straight into the frame between
     /// [`Self::record_start`] and [`Self::record_end`]: every framing but the length-prefixed
-    /// one.
+    /// ones.
     pub fn frames_in_place(self) -> bool {
-        self != Framing::Delimited
+        !matches!(
+            self,
+            Framing::Delimited | Framing::ConnectJson | Framing::ConnectProto
+        )
     }
 
     /// What goes before message number `index` (a [`Self::frames_in_place`] framing).
@@ -137,8 +157,18 @@ impl Framing {
                 wire::put_varint(out, status.len() as u64);
                 out.extend_from_slice(status);
             }
+            // Connect's end-of-stream message carries its error: its protocol writes it.
+            Framing::ConnectJson | Framing::ConnectProto => {}
         }
     }
+}
+
+/// A 5-byte envelope (gRPC's and Connect's): `flags`, the length (big-endian), `message`.
+pub fn envelope(flags: u8, message: &[u8], out: &mut Vec<u8>) {
+    out.reserve(5 + message.len());
+    out.push(flags);
+    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    out.extend_from_slice(message);
 }
 
 /// How a request stream (client streaming) is framed.
@@ -148,14 +178,17 @@ pub enum InFraming {
     JsonArray,
     Msgpack,
     Delimited,
+    /// Connect's streaming protocol (see [`Framing::ConnectJson`]).
+    ConnectJson,
+    ConnectProto,
 }
 
 impl InFraming {
     pub fn format(self) -> Format {
         match self {
-            InFraming::Ndjson | InFraming::JsonArray => Format::Json,
+            InFraming::Ndjson | InFraming::JsonArray | InFraming::ConnectJson => Format::Json,
             InFraming::Msgpack => Format::Msgpack,
-            InFraming::Delimited => Format::Protobuf,
+            InFraming::Delimited | InFraming::ConnectProto => Format::Protobuf,
         }
     }
 }
@@ -230,6 +263,7 @@ impl Splitter {
             InFraming::JsonArray => self.next_element(),
             InFraming::Msgpack => self.next_msgpack(),
             InFraming::Delimited => self.next_delimited(),
+            InFraming::ConnectJson | InFraming::ConnectProto => self.next_envelope(),
         }?;
         if r.is_some() {
             self.count += 1;
@@ -265,7 +299,10 @@ impl Splitter {
             InFraming::Ndjson | InFraming::JsonArray => {
                 self.rest().iter().all(u8::is_ascii_whitespace)
             }
-            InFraming::Msgpack | InFraming::Delimited => self.rest().is_empty(),
+            InFraming::Msgpack
+            | InFraming::Delimited
+            | InFraming::ConnectJson
+            | InFraming::ConnectProto => self.rest().is_empty(),
         };
         if blank {
             Ok(())
@@ -289,6 +326,30 @@ impl Splitter {
             "larger than the {} byte limit for one message",
             self.max_message
         ))
+    }
+
+    /// A Connect envelope: flags 0 (a compressed message, flags 1, needs a message coding the
+    /// gateway does not take; the end-of-stream flag 2 is the server's), then the message.
+    fn next_envelope(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        let rest = self.rest();
+        let Some(&[flags, a, b, c, d]) = rest.get(..5) else {
+            return Ok(None);
+        };
+        let len = u32::from_be_bytes([a, b, c, d]) as usize;
+        if flags != 0 {
+            return Err(self.err(&format!(
+                "envelope flags {flags:#04x}: only uncompressed messages (0x00) are taken"
+            )));
+        }
+        if len > self.max_message {
+            return Err(self.too_big());
+        }
+        let Some(message) = rest.get(5..5 + len) else {
+            return Ok(None);
+        };
+        let message = message.to_vec();
+        self.start += 5 + len;
+        Ok(Some(message))
     }
 
     fn next_line(&mut self) -> Result<Option<Vec<u8>>, Error> {

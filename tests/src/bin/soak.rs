@@ -435,6 +435,8 @@ fn in_framing_type(f: InFraming) -> &'static str {
         InFraming::JsonArray => transcode::media::JSON[0],
         InFraming::Msgpack => transcode::media::MSGPACK[0],
         InFraming::Delimited => transcode::media::PROTOBUF[0],
+        InFraming::ConnectJson => transcode::media::CONNECT_JSON[0],
+        InFraming::ConnectProto => transcode::media::CONNECT_PROTO[0],
     }
 }
 
@@ -444,6 +446,8 @@ fn in_framing_name(f: InFraming) -> &'static str {
         InFraming::JsonArray => "json array",
         InFraming::Msgpack => "msgpack",
         InFraming::Delimited => "delimited protobuf",
+        InFraming::ConnectJson => "connect+json",
+        InFraming::ConnectProto => "connect+proto",
     }
 }
 
@@ -571,6 +575,11 @@ fn frame_requests(framing: InFraming, messages: &[Vec<u8>]) -> Vec<u8> {
             for m in messages {
                 put_varint(&mut out, m.len() as u64);
                 out.extend_from_slice(m);
+            }
+        }
+        InFraming::ConnectJson | InFraming::ConnectProto => {
+            for m in messages {
+                transcode::stream::envelope(0, m, &mut out);
             }
         }
     }

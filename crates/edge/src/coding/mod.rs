@@ -194,8 +194,13 @@ pub(crate) fn compressible(content_type: &[u8], protobuf: bool) -> bool {
             && essence[essence.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
     };
     use transcode::media;
-    if is(media::PROTOBUF) {
+    if is(media::PROTOBUF) || is(media::PROTO) {
         return protobuf;
+    }
+    // Connect's streams compress message by message (Connect-Content-Encoding), never as
+    // a whole body.
+    if is(media::CONNECT_JSON) || is(media::CONNECT_PROTO) {
+        return false;
     }
     is(media::JSON)
         || is(media::MSGPACK)

@@ -103,6 +103,7 @@ pub(super) fn negotiate(
         out_framing: None,
         fallback: false,
         deadline: None,
+        enveloped_request: false,
     })
 }
 

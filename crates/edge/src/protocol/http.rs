@@ -74,6 +74,7 @@ pub(super) fn negotiate(
         out_framing,
         fallback,
         deadline: None,
+        enveloped_request: false,
     })
 }
 

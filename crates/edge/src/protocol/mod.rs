@@ -26,9 +26,11 @@ use transcode::Format;
 use transcode::stream::Framing;
 
 use crate::body::ResponseBody;
+use crate::coding::Coding;
 use crate::error::{Code, EdgeError};
 use crate::headers;
 
+pub(crate) mod connect;
 pub(crate) mod envelope;
 pub(crate) mod grpc;
 mod http;
@@ -47,16 +49,26 @@ pub enum Protocol {
     /// gRPC-Web (`application/grpc-web`, `+proto`; `-text`: base64 both ways) over HTTP/1.1
     /// or HTTP/2: relayed, the trailers in the body.
     GrpcWeb { text: bool },
+    /// Connect (version 1): unary calls as a POST of JSON or protobuf, or a GET; streams in
+    /// enveloped messages (`streaming`: `application/connect+json` / `+proto`).
+    Connect { streaming: bool },
 }
 
 impl Protocol {
     /// The protocol a request speaks, from its head. Every request is REST/HTTP until another
     /// protocol claims it (by its Content-Type or its protocol's own headers).
     pub fn recognise(head: &::http::request::Parts) -> Protocol {
-        head.headers
+        if let Some(grpc) = head
+            .headers
             .get(header::CONTENT_TYPE)
             .and_then(|t| grpc::recognise(t.as_bytes()))
-            .unwrap_or(Protocol::Http)
+        {
+            return grpc;
+        }
+        match connect::recognise(head) {
+            Some(streaming) => Protocol::Connect { streaming },
+            None => Protocol::Http,
+        }
     }
 
     /// The protocol's name, as the `protocol` label and the access log write it.
@@ -65,6 +77,7 @@ impl Protocol {
             Protocol::Http => "http",
             Protocol::Grpc => "grpc",
             Protocol::GrpcWeb { .. } => "grpc-web",
+            Protocol::Connect { .. } => "connect",
         }
     }
 
@@ -87,6 +100,7 @@ impl Protocol {
         match self {
             Protocol::Http => http::negotiate(head, target, strict),
             Protocol::Grpc | Protocol::GrpcWeb { .. } => grpc::negotiate(self, head),
+            Protocol::Connect { streaming } => connect::negotiate(streaming, head, target.method),
         }
     }
 
@@ -97,6 +111,42 @@ impl Protocol {
         match self {
             Protocol::Http => headers::client_timeout(headers),
             Protocol::Grpc | Protocol::GrpcWeb { .. } => grpc::client_deadline(headers),
+            Protocol::Connect { .. } => connect::client_deadline(headers),
+        }
+    }
+
+    /// The HTTP verb the request is routed under (a Connect GET is its method's POST).
+    pub fn route_verb(self, head: &::http::request::Parts) -> &str {
+        match self {
+            Protocol::Connect { streaming: false } => connect::route_verb(head),
+            _ => head.method.as_str(),
+        }
+    }
+
+    /// The request's body: the client's, or a Connect GET's message from its query; and the
+    /// body's content coding (`Content-Encoding`, or a Connect GET's `compression`).
+    pub(crate) fn request_body<B>(
+        self,
+        head: &::http::request::Parts,
+        body: B,
+    ) -> Result<(connect::Source<B>, Option<Coding>), EdgeError> {
+        if matches!(self, Protocol::Connect { streaming: false })
+            && head.method == ::http::Method::GET
+        {
+            let (message, coding) = connect::get_message(head)?;
+            return Ok((connect::Source::Query(Some(message)), coding));
+        }
+        Ok((
+            connect::Source::Body(body),
+            crate::coding::decode::request_coding(&head.headers)?,
+        ))
+    }
+
+    /// The content type of a whole answer in `format`.
+    pub fn content_type(self, format: Format) -> &'static str {
+        match self {
+            Protocol::Connect { .. } => connect::content_type(format),
+            _ => crate::negotiate::content_type(format),
         }
     }
 
@@ -130,13 +180,19 @@ impl Protocol {
         headers: &HeaderMap,
         made_request_id: Option<&HeaderValue>,
     ) -> Result<HeaderMap, EdgeError> {
-        headers::upstream_metadata(headers, made_request_id)
+        match self {
+            Protocol::Connect { .. } => connect::upstream_metadata(headers, made_request_id),
+            _ => headers::upstream_metadata(headers, made_request_id),
+        }
     }
 
     /// The upstream's metadata (headers and trailers) as a converted answer's headers:
-    /// `grpc-metadata-*`.
+    /// `grpc-metadata-*` (Connect: as they came).
     pub fn answer_metadata(self, metadata: &HeaderMap) -> HeaderMap {
-        headers::metadata_headers(metadata)
+        match self {
+            Protocol::Connect { .. } => connect::answer_metadata(metadata),
+            _ => headers::metadata_headers(metadata),
+        }
     }
 
     /// The format an error is written in: the answer's negotiated format when the request
@@ -145,6 +201,9 @@ impl Protocol {
     pub fn error_format(self, negotiated: Option<Format>, headers: &HeaderMap) -> Format {
         match (self, negotiated) {
             (Protocol::Grpc | Protocol::GrpcWeb { .. }, _) => Format::Protobuf,
+            // Connect's errors are JSON whatever the codec (the status rendered in JSON is
+            // where its details' `debug` comes from).
+            (Protocol::Connect { .. }, _) => Format::Json,
             (Protocol::Http, Some(format)) => format,
             (Protocol::Http, None) => crate::negotiate::response_format(
                 Format::Json,
@@ -160,7 +219,7 @@ impl Protocol {
     /// UNIMPLEMENTED for a method the gateway does not have.
     pub fn code_of(self, err: &EdgeError) -> Code {
         match self {
-            Protocol::Http => err.code_and_status().0,
+            Protocol::Http | Protocol::Connect { .. } => err.code_and_status().0,
             Protocol::Grpc | Protocol::GrpcWeb { .. } => grpc::code_of(err),
         }
     }
@@ -172,12 +231,16 @@ impl Protocol {
     pub fn error_answer(
         self,
         version: ::http::Version,
+        content_type: Option<&HeaderValue>,
         err: &EdgeError,
         format: Format,
         status: Bytes,
     ) -> Response<ResponseBody> {
         if self.relays() {
             return grpc::error_answer(self, version, err, self.code_of(err), status);
+        }
+        if let Protocol::Connect { streaming } = self {
+            return connect::error_answer(streaming, err, self.code_of(err), &status, content_type);
         }
         let (code, http_status) = err.code_and_status();
         let mut response = plain(http_status, crate::negotiate::content_type(format), status);
@@ -207,7 +270,8 @@ impl Protocol {
         headers.insert(header::VARY, HeaderValue::from_static("Accept"));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        if request.version < ::http::Version::HTTP_2
+        if self == Protocol::Http
+            && request.version < ::http::Version::HTTP_2
             && request
                 .headers
                 .get_all(header::TE)
@@ -226,6 +290,11 @@ impl Protocol {
         if let Some(framing) = framing {
             framing.end(out);
         }
+        if let Protocol::Connect { .. } = self {
+            // The end-of-stream message says it all; no trailers.
+            connect::end_of_stream(None, &HeaderMap::new(), out);
+            return HeaderMap::new();
+        }
         let mut trailers = HeaderMap::new();
         trailers.insert("grpc-status", HeaderValue::from_static("0"));
         trailers
@@ -241,6 +310,15 @@ impl Protocol {
         status: &[u8],
         out: &mut Vec<u8>,
     ) -> HeaderMap {
+        if let Protocol::Connect { .. } = self {
+            let metadata = match err {
+                EdgeError::Upstream(u) => connect::answer_metadata(&u.metadata),
+                _ => HeaderMap::new(),
+            };
+            let error = connect::error_object(err, self.code_of(err), status);
+            connect::end_of_stream(Some(error), &metadata, out);
+            return HeaderMap::new();
+        }
         if let Some(framing) = framing {
             framing.error(count, status, out);
         }

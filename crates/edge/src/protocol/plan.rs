@@ -27,6 +27,8 @@ pub(crate) struct Plan {
     /// The upstream call's deadline: the client's capped by `upstream_timeout` for calls with
     /// one answer; the client's own, if any, for response streams (the pipeline's deadline step).
     pub(crate) deadline: Option<Duration>,
+    /// The one request message comes in an envelope (a Connect server stream's).
+    pub(crate) enveloped_request: bool,
 }
 
 impl Plan {

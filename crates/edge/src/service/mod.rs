@@ -30,7 +30,7 @@ use crate::EdgeConfig;
 use crate::admission::{Admission, Ticket};
 pub use crate::body::ResponseBody;
 use crate::body::{BodyEnd, read_limited};
-use crate::coding::decode::{Decoded, request_coding};
+use crate::coding::decode::Decoded;
 use crate::downgrade::{Client, Downgrade, DowngradeLog, Reason};
 use crate::error::{Code, EdgeError, SetupError};
 use crate::metrics::{DowngradeLabels, MethodName, Metrics, RequestLabels};

@@ -111,7 +111,7 @@ impl Edge {
         if ctx.protocol.relays() {
             return self.relay(ctx, head, target.method, plan, body).await;
         }
-        let body = self.content_coding(head, target.method, body)?;
+        let body = self.content_coding(ctx.protocol, head, target.method, body)?;
         match target.method.streaming {
             StreamingKind::Unary => self.unary(ctx, head, target, plan, body).await,
             StreamingKind::ServerStreaming => {
@@ -146,10 +146,11 @@ impl Edge {
     /// request stream's: `max_stream_bytes` over all its messages).
     fn content_coding<B>(
         &self,
+        protocol: Protocol,
         head: &http::request::Parts,
         method: &Method,
         body: B,
-    ) -> Result<Decoded<B>, EdgeError>
+    ) -> Result<Decoded<crate::protocol::connect::Source<B>>, EdgeError>
     where
         B: Body<Data = Bytes> + Unpin,
         B::Error: std::error::Error + Send + Sync + 'static,
@@ -160,7 +161,8 @@ impl Edge {
                 self.config.max_stream_bytes
             }
         };
-        Decoded::new(body, request_coding(&head.headers)?, limit)
+        let (body, coding) = protocol.request_body(head, body)?;
+        Decoded::new(body, coding, limit)
     }
 
     /// The outbound steps, in order: the error form, then the inbound steps' outbound halves
@@ -348,7 +350,7 @@ impl Edge {
         let path = head.uri.path();
         match self
             .routes
-            .resolve(&self.schema, head.method.as_str(), path)
+            .resolve(&self.schema, ctx.protocol.route_verb(head), path)
         {
             Resolution::Found(resolved) => Ok(resolved),
             Resolution::PathNotAllowed(allow) => Err(EdgeError::MethodNotAllowed {

@@ -46,8 +46,13 @@ impl Edge {
             };
             self.note_downgrades(&of, format, &findings, true);
         }
-        ctx.protocol
-            .error_answer(ctx.head.version, err, format, body)
+        ctx.protocol.error_answer(
+            ctx.head.version,
+            ctx.head.headers.get(header::CONTENT_TYPE),
+            err,
+            format,
+            body,
+        )
     }
 
     /// An error as google.rpc.Status in `format` (mid-stream status records).

@@ -154,6 +154,19 @@ impl Edge {
         response
             .headers_mut()
             .extend(ctx.protocol.answer_metadata(&answer.metadata));
+        // A protocol whose every stream answers in frames (Connect's streaming protocol):
+        // the one message framed, then the stream's end.
+        if let Some(framing) = plan.out_framing {
+            let message = response.body_mut().take_whole();
+            let mut out = Vec::with_capacity(message.len() + 16);
+            framing.record(0, &message, &mut out);
+            ctx.protocol.stream_ok(Some(framing), &mut out);
+            *response.body_mut() = ResponseBody::full(Bytes::from(out));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(framing.content_type()),
+            );
+        }
         Ok(response)
     }
 
@@ -302,7 +315,10 @@ impl Edge {
         };
         let frames = futures_util::stream::unfold(state, |mut st| async move {
             loop {
-                if let Some(trailers) = st.trailers.take() {
+                // A protocol that ends its streams in the body (Connect) has no trailers.
+                if let Some(trailers) = st.trailers.take()
+                    && !trailers.is_empty()
+                {
                     return Some((Frame::trailers(trailers), st));
                 }
                 if st.done {

@@ -172,6 +172,7 @@ async fn the_request_set_joins_the_answer_and_the_sunset_verdict() {
         out_framing: None,
         fallback: false,
         deadline: None,
+        enveloped_request: false,
     });
     ctx.noted.verdict = Verdict::Deprecated;
     ctx.noted.dropped.push(transcode::UnknownField {

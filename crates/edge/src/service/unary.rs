@@ -34,6 +34,11 @@ impl Edge {
             ticket,
         )
         .await?;
+        let body = if plan.enveloped_request {
+            crate::protocol::connect::one_message(body)?
+        } else {
+            body
+        };
         // Protobuf goes up as it came, unchecked: checking costs as much as the rest of the
         // pass-through. A malformed body is diagnosed if the upstream fails.
         if target.request_passes_through(plan.request) {
@@ -142,7 +147,7 @@ impl Edge {
             ctx.noted.answer_conversion = Some(Conversion::passed_through(answer.len()));
             return Ok(plain(
                 StatusCode::OK,
-                negotiate::content_type(to),
+                ctx.protocol.content_type(to),
                 answer.clone(),
             ));
         }
@@ -172,7 +177,7 @@ impl Edge {
         ctx.noted.dropped = std::mem::take(&mut findings.unknown_fields);
         Ok(plain(
             StatusCode::OK,
-            negotiate::content_type(to),
+            ctx.protocol.content_type(to),
             Bytes::from(out),
         ))
     }
