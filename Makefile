@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 ORACLE_REQ := tests/oracle/requirements.txt
 DEPLOY_REQ := tests/deploy/requirements.txt
 
-.PHONY: demo test build lint bench bench-ratios bench-codecs bench-e2e bench-ir bench-ir-transcoder bench-burst soak oracle-env grpcgw deploy-env deploy-check clean
+.PHONY: demo test build lint clients-env bench bench-ratios bench-codecs bench-e2e bench-ir bench-ir-transcoder bench-burst soak oracle-env grpcgw deploy-env deploy-check clean
 
 demo:
 	$(CARGO) run --release -p protogate -- demo
@@ -35,7 +35,14 @@ deploy-env: $(VENV)/.deploy-installed
 grpcgw:
 	tests/grpcgw/build.sh
 
-test: oracle-env grpcgw
+# The client tests' Node packages (@connectrpc/connect-node and what it needs), exactly as
+# tests/clients/package-lock.json pins them.
+tests/clients/node_modules/.package-lock.json: tests/clients/package-lock.json tests/clients/package.json
+	cd tests/clients && npm ci --no-audit --no-fund --loglevel=error
+
+clients-env: tests/clients/node_modules/.package-lock.json
+
+test: oracle-env grpcgw clients-env
 	PROTOGATE_REQUIRE_ORACLES=1 PROTOGATE_ORACLE_PYTHON=$(abspath $(PYTHON)) $(CARGO) test --workspace
 	# OpenTelemetry export is a cargo feature: its config and its collector test.
 	$(CARGO) test -p protogate --features otel --lib --test cli -- otel
