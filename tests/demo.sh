@@ -28,6 +28,10 @@ expect=(
   'dropped data .*#7 at \(root\); #8 at \(root\).*\{"id":"1",.*"createdAt"'  # protobuf in and out: v2 fields arrive
   'dropped data .*#8 at \(root\).*\{"id":"2",.*"SHIPPED"'  # JSON in, protobuf out
   '^\{"id":"2",.*"SHIPPED"'                     # protobuf in, JSON out
+  '\{"id":"1",.*"createdAt"'                     # gRPC over h2c, relayed
+  '^\{"id":"1","customerId":"42"'               # Connect unary
+  '^\{"code":"not_found","message":"[^"]*".*"details":\[\{"type":"google.rpc.ResourceInfo","value":"[A-Za-z0-9+/]+"'  # Connect error JSON
+  '^\{"id":"1","customerId":"42"'               # Connect GET
   '^\{"id":"1","customerId":"42"'               # REST GET with a path variable
   '^\{"orders":\[\{"id":"1"'                     # REST GET with a query parameter
   'deprecation: @[0-9]+.*sunset: .* GMT.*link: <https://protobuf.dev/.*rel="sunset"'  # JSON sunset headers

@@ -457,6 +457,14 @@ printf '\010\001' | curl -s --data-binary @- -H 'content-type: application/x-pro
 curl -s {base}/GetOrder -H 'content-type: application/json' -H 'accept: application/x-protobuf' -d '{{"id": 2}}' | {to_json} --from protobuf --to json
 printf '\010\002' | curl -s --data-binary @- -H 'content-type: application/x-protobuf' -H 'accept: application/json' {base}/GetOrder; echo
 
+# gRPC without grpcurl: curl over HTTP/2 (h2c) with gRPC's 5-byte envelope around GetOrderRequest{{id: 1}}; relayed byte for byte
+printf '\0\0\0\0\2\010\001' | curl -s --http2-prior-knowledge --data-binary @- -H 'content-type: application/grpc' -H 'te: trailers' {base}/GetOrder | tail -c +6 | {to_json} --from protobuf --to json
+
+# Connect (connect-es, connect-go, connect-kotlin, connect-swift clients): a call, an error as Connect's error JSON, a GET
+curl -s {base}/GetOrder -H 'content-type: application/json' -H 'connect-protocol-version: 1' -d '{{"id": "1"}}'; echo
+curl -s {base}/GetOrder -H 'content-type: application/json' -H 'connect-protocol-version: 1' -d '{{"id": 99}}'; echo
+curl -s '{base}/GetOrder?connect=v1&encoding=json&message=%7B%22id%22%3A%221%22%7D'; echo
+
 # REST: the google.api.http annotations' routes, path variables and query parameters bound in
 curl -s http://{addr}/v1/orders/1; echo
 curl -s 'http://{addr}/v1/customers/42/orders?pageSize=1'; echo

@@ -465,7 +465,8 @@ pub(super) fn error_answer(
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         return response;
     }
-    let body = serde_json::to_vec(&error).unwrap_or_default();
+    let mut body = Vec::new();
+    write_json(&error, &mut body);
     let mut response = Response::new(ResponseBody::full(Bytes::from(body)));
     *response.status_mut() = err.code_and_status().1;
     let headers = response.headers_mut();
@@ -508,8 +509,45 @@ pub(super) fn end_of_stream(
         }
         end.insert("metadata".into(), serde_json::Value::Object(fields));
     }
-    let json = serde_json::to_vec(&end).unwrap_or_else(|_| b"{}".to_vec());
+    let mut json = Vec::new();
+    write_json(&serde_json::Value::Object(end), &mut json);
     transcode::stream::envelope(0x02, &json, out);
+}
+
+/// JSON with the protocol's keys in the specification's order (`code`, `message`,
+/// `details`; `type`, `value`, `debug`; `error`, `metadata`), the others after them sorted.
+fn write_json(value: &serde_json::Value, out: &mut Vec<u8>) {
+    const ORDER: [&str; 8] = [
+        "code", "message", "details", "type", "value", "debug", "error", "metadata",
+    ];
+    let serde_json::Value::Object(map) = value else {
+        let _ = serde_json::to_writer(&mut *out, value);
+        return;
+    };
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort_by_key(|k| (ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len()), *k));
+    out.push(b'{');
+    for (i, key) in keys.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut *out, key);
+        out.push(b':');
+        match &map[key] {
+            serde_json::Value::Array(items) => {
+                out.push(b'[');
+                for (j, item) in items.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    write_json(item, out);
+                }
+                out.push(b']');
+            }
+            other => write_json(other, out),
+        }
+    }
+    out.push(b'}');
 }
 
 /// A server stream's request: one message in an envelope, taken out of it as the body is read.
