@@ -111,6 +111,8 @@ fi
 expectation_of() {
   case "$1" in
     *"--from msgpack --to json"*) echo msgpack_in ;;          # MessagePack in, read back by convert
+    *"content-type: application/grpc"*) echo grpc_through ;;    # gRPC over h2c, shown by xxd
+    *"connect-protocol-version: 1"*) echo connect_error ;;      # Connect's error JSON
     *"content-type: application/x-protobuf"*) echo protobuf_through ;;   # protobuf through, shown by xxd
     *"accept: application/x-protobuf"*) echo json_to_protobuf ;;        # JSON in, protobuf out
     "curl -s -i "*) echo error_status ;;                      # an error with a google.rpc.Status body
@@ -125,6 +127,8 @@ declare -A expect=(
   [json_in_out]='"id":"1".*"customerId":"42"'
   [msgpack_in]='^\{"id":"1","customerId":"42"'
   [protobuf_through]='^00000000: 0801'
+  [grpc_through]='^00000000: 0000 0000 [0-9a-f]{2}08 01'
+  [connect_error]='^\{"code":"not_found","message":"order 99 not found","details":\[\{"type":"google.rpc.ResourceInfo"'
   [json_to_protobuf]='^00000000: 0802'
   [error_status]='^HTTP/1.1 404.*"code":5'
   [build]=''
