@@ -108,14 +108,20 @@ async fn check(mut resolved: Resolved) -> (String, Vec<String>) {
         "gRPC method".to_owned(),
         "body".to_owned(),
         "response_body".to_owned(),
+        "protocols".to_owned(),
     ]];
     for method in &methods {
+        let protocols = schema
+            .method(&format!("/{method}"))
+            .map_or_else(Vec::new, edge::protocol::reaching)
+            .join(",");
         table.push([
             "POST".to_owned(),
             format!("/{method}"),
             (*method).to_owned(),
             "*".to_owned(),
             "-".to_owned(),
+            protocols,
         ]);
     }
     for route in routes.iter() {
@@ -132,6 +138,7 @@ async fn check(mut resolved: Resolved) -> (String, Vec<String>) {
             route.method.full_name.to_string(),
             or_dash(&route.rule.body),
             or_dash(&route.rule.response_body),
+            "http".to_owned(),
         ]);
     }
     out.push('\n');

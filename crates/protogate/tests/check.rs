@@ -51,7 +51,15 @@ exempt_clients = ["legacy"]
         })
     };
     assert!(
-        row(&["HTTP", "path", "gRPC", "method", "body", "response_body"]),
+        row(&[
+            "HTTP",
+            "path",
+            "gRPC",
+            "method",
+            "body",
+            "response_body",
+            "protocols"
+        ]),
         "{text}"
     );
     assert!(
@@ -60,7 +68,8 @@ exempt_clients = ["legacy"]
             "/demo.shop.v1.Shop/GetOrder",
             "demo.shop.v1.Shop/GetOrder",
             "*",
-            "-"
+            "-",
+            "http,grpc,grpc-web,connect,connect-get"
         ]),
         "{text}"
     );
@@ -70,7 +79,8 @@ exempt_clients = ["legacy"]
             "/v1/orders/{id}",
             "demo.shop.v1.Shop/GetOrder",
             "-",
-            "-"
+            "-",
+            "http"
         ]),
         "{text}"
     );
@@ -80,7 +90,8 @@ exempt_clients = ["legacy"]
             "/v1/customers/{customer_id}/orders",
             "demo.shop.v1.Shop/CreateOrder",
             "*",
-            "-"
+            "-",
+            "http"
         ]),
         "{text}"
     );

@@ -328,6 +328,24 @@ impl Protocol {
     }
 }
 
+/// The protocols that can call `method` at its gRPC path, as `protogate check` lists them:
+/// REST/HTTP, gRPC and Connect every method (Connect also with a GET when the method has no
+/// side effects); gRPC-Web the methods its protocol has (unary and server streams).
+pub fn reaching(method: &transcode::Method) -> Vec<&'static str> {
+    let mut out = vec!["http", "grpc"];
+    if matches!(
+        method.streaming,
+        transcode::StreamingKind::Unary | transcode::StreamingKind::ServerStreaming
+    ) {
+        out.push("grpc-web");
+    }
+    out.push("connect");
+    if method.no_side_effects && method.streaming == transcode::StreamingKind::Unary {
+        out.push("connect-get");
+    }
+    out
+}
+
 /// A whole answer of `content_type`, varying by Accept (every answer of the API is negotiated).
 pub(crate) fn plain(
     status: StatusCode,
