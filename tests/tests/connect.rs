@@ -425,3 +425,61 @@ async fn connect_streams_end_with_their_end_of_stream_message() {
         "{end}"
     );
 }
+
+/// A client that moves from REST/JSON to Connect protobuf: the migration view counts it by
+/// protocol, and its format mix shows what it sends now.
+#[tokio::test]
+async fn the_migration_view_sees_a_client_move_from_rest_json_to_connect() {
+    let s = start_library_toml("").await;
+    let gw = s.gw.addr;
+    let http = Http::h2();
+    for _ in 0..2 {
+        let a = http
+            .post(
+                gw,
+                GET_BOOK,
+                "application/json",
+                &[("x-client-id", "mover")],
+                r#"{"name":"shelves/1/books/1"}"#,
+            )
+            .await;
+        assert_eq!(a.status, 200, "{a:?}");
+    }
+    let mut message = vec![0x0a, 17];
+    message.extend_from_slice(b"shelves/1/books/1");
+    for _ in 0..3 {
+        let mut headers = connect_headers("application/proto");
+        headers.push(("x-client-id", "mover"));
+        let a = http
+            .request("POST", gw, GET_BOOK, &headers, message.clone())
+            .await;
+        assert_eq!(a.status, 200, "{a:?}");
+        assert_eq!(a.header("content-type"), Some("application/proto"));
+    }
+    let doc = http.get(gw, "/admin/migration.json").await.json();
+    let method = doc["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["method"] == "library.v1.Library.GetBook")
+        .unwrap_or_else(|| panic!("{doc}"));
+    let mover = method["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "mover")
+        .unwrap_or_else(|| panic!("{method}"));
+    assert_eq!(
+        mover["protocols"],
+        json!({"http": 2, "grpc": 0, "grpc-web": 0, "connect": 3}),
+        "{mover}"
+    );
+    assert_eq!(mover["format_mix"]["json"]["json"], 2, "{mover}");
+    assert_eq!(mover["format_mix"]["protobuf"]["protobuf"], 3, "{mover}");
+    assert_eq!(mover["json_answers"], 2, "{mover}");
+    let page = String::from_utf8_lossy(&http.get(gw, "/admin/migration").await.body).into_owned();
+    assert!(
+        page.contains(r#"<span class="protocol">connect</span> 3"#),
+        "{page}"
+    );
+}

@@ -12,11 +12,13 @@
 //!     "format_mix": { "<request format>": { "<response format>": n } },   // json, msgpack, protobuf
 //!     "downgrades": { "json_requested", "accept_fallback", "unknown_fields", "json_deprecated" },
 //!     "json_refused": { "sunset", "brownout" }, "exempt",
+//!     "protocols": { "http", "grpc", "grpc-web", "connect" },   // requests by client protocol
 //!     "clients": [ { "name", "versions": [ { "version", "requests" } ],
 //!                    "requests", "json_answers", "json_share", "format_mix", "downgrades",
-//!                    "json_refused", "exempt", "first_seen", "last_seen", "count_error" } ],
+//!                    "json_refused", "exempt", "protocols", "first_seen", "last_seen",
+//!                    "count_error" } ],
 //!     "other": { "requests", "json_answers", "json_share", "format_mix", "downgrades",
-//!                "json_refused", "exempt", "evicted_clients" },
+//!                "json_refused", "exempt", "protocols", "evicted_clients" },
 //!     "unknown_fields": [ { "path", "number", "drops", "last_seen",
 //!                           "clients": [ { "name", "drops" } ] } ],
 //!     "unknown_fields_other",
@@ -37,6 +39,7 @@ use super::dates::rfc3339;
 use super::report::{ClientReport, MethodReport, Report, SunsetReport};
 use super::sunset::RefusalReason;
 use super::tracker::{ConversionTotals, Cost, Counts, FORMATS, REASONS};
+use crate::protocol::Protocol;
 
 /// The report as the JSON document described above.
 pub fn render_json(report: &Report) -> String {
@@ -136,6 +139,12 @@ fn counts_json(c: &Counts) -> Map<String, Value> {
     m.insert("downgrades".into(), Value::Object(downgrades));
     m.insert("json_refused".into(), Value::Object(refused));
     m.insert("exempt".into(), json!(c.exempt));
+    let protocols: Map<String, Value> = Protocol::LABELS
+        .iter()
+        .zip(c.protocols)
+        .map(|(name, n)| ((*name).to_string(), json!(n)))
+        .collect();
+    m.insert("protocols".into(), Value::Object(protocols));
     m
 }
 

@@ -10,6 +10,7 @@
 //! cost `p.cost`, the policy `div.sunset[data-phase]`. Every word that came with a request
 //! (client names, versions, paths) is HTML-escaped.
 
+use crate::protocol::Protocol;
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::time::SystemTime;
@@ -126,6 +127,11 @@ fn method(out: &mut String, m: &MethodReport, now: SystemTime) {
     out.push_str("<figcaption>JSON share of answers, 10-minute steps over the last 24 h</figcaption>\n</figure>\n");
     mix_table(out, &m.totals);
     out.push_str("</div>\n");
+    w!(
+        out,
+        "<p class=\"protocols\">Requests by client protocol: {}</p>\n",
+        protocols(&m.totals)
+    );
     clients(out, m, now);
     unknown_fields(out, m, now);
     sunset(out, m.sunset.as_ref(), &m.totals, now);
@@ -176,7 +182,7 @@ fn mix_table(out: &mut String, totals: &Counts) {
 fn clients(out: &mut String, m: &MethodReport, now: SystemTime) {
     out.push_str(
         "<h3>Clients</h3>\n<table class=\"clients\">\n<thead><tr><th>Client</th>\
-         <th>Versions</th><th class=\"n\">Requests</th><th class=\"n\">JSON answers</th>\
+         <th>Versions</th><th>Protocols</th><th class=\"n\">Requests</th><th class=\"n\">JSON answers</th>\
          <th>JSON share</th><th>Downgrades</th><th>Sunset</th><th>Last seen</th></tr></thead>\n<tbody>\n",
     );
     for c in m.clients.iter().take(PAGE_CLIENTS) {
@@ -202,10 +208,12 @@ fn clients(out: &mut String, m: &MethodReport, now: SystemTime) {
         w!(
             out,
             "<tr class=\"client-row\" data-client=\"{name}\"><td class=\"client\">{name}</td>\
-             <td class=\"versions\">{versions}</td><td class=\"n\">{req}{error}</td>\
+             <td class=\"versions\">{versions}</td><td class=\"protocols\">{protocols}</td>\
+             <td class=\"n\">{req}{error}</td>\
              <td class=\"n\">{json}</td><td>{bar}</td><td>{down}</td><td>{policy}</td>\
              <td>{last}<br><span class=\"muted\">first {first}</span></td></tr>\n",
             name = esc(&c.name),
+            protocols = protocols(&c.counts),
             req = thousands(c.counts.requests()),
             json = thousands(c.counts.json_answers()),
             bar = share_bar(c.json_share()),
@@ -218,7 +226,7 @@ fn clients(out: &mut String, m: &MethodReport, now: SystemTime) {
     if m.clients.len() > PAGE_CLIENTS {
         w!(
             out,
-            "<tr class=\"more\"><td colspan=\"8\">… and {} more tracked clients \
+            "<tr class=\"more\"><td colspan=\"9\">… and {} more tracked clients \
              (<a href=\"migration.json\">all in the JSON</a>)</td></tr>\n",
             thousands((m.clients.len() - PAGE_CLIENTS) as u64)
         );
@@ -235,8 +243,10 @@ fn clients(out: &mut String, m: &MethodReport, now: SystemTime) {
     w!(
         out,
         "<tr class=\"other\"><td><em>other</em><br><span class=\"muted\">{note}</span></td>\
-         <td></td><td class=\"n\">{req}</td><td class=\"n\">{json}</td><td>{bar}</td>\
+         <td></td><td class=\"protocols\">{protocols}</td><td class=\"n\">{req}</td>\
+         <td class=\"n\">{json}</td><td>{bar}</td>\
          <td>{down}</td><td>{policy}</td><td></td></tr>\n</tbody>\n</table>\n",
+        protocols = protocols(o),
         req = thousands(o.requests()),
         json = thousands(o.json_answers()),
         bar = share_bar((o.requests() > 0).then(|| o.json_answers() as f64 / o.requests() as f64)),
@@ -477,6 +487,22 @@ fn downgrades(c: &Counts) -> String {
                 thousands(c.downgrades(r))
             )
         })
+        .collect();
+    if parts.is_empty() {
+        "<span class=\"muted\">none</span>".into()
+    } else {
+        parts.join("<br>")
+    }
+}
+
+/// The requests by client protocol (those with any): a client that moved from REST/JSON to
+/// a generated gRPC or Connect client shows both, and its format mix says what it sends now.
+fn protocols(c: &Counts) -> String {
+    let parts: Vec<String> = Protocol::LABELS
+        .iter()
+        .zip(c.protocols)
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("<span class=\"protocol\">{name}</span> {}", thousands(n)))
         .collect();
     if parts.is_empty() {
         "<span class=\"muted\">none</span>".into()

@@ -30,6 +30,7 @@ use super::series::Series;
 use super::sunset::{RefusalReason, Verdict};
 use super::table::{Table, TopK};
 use crate::downgrade::Reason;
+use crate::protocol::Protocol;
 
 /// The default of `migration.max_clients`.
 pub const DEFAULT_MAX_CLIENTS: usize = 1_000;
@@ -158,6 +159,8 @@ pub enum Direction {
 /// One finished request, as [`Tracker::record`] counts it.
 #[derive(Debug, Clone, Copy)]
 pub struct Finished<'a> {
+    /// The client protocol the request came in.
+    pub protocol: Protocol,
     pub request: Format,
     /// The format the client is answered in. A refused JSON request counts as JSON (its
     /// refusal is).
@@ -180,6 +183,7 @@ impl Finished<'_> {
     /// A request with nothing else to say about it.
     pub fn new(request: Format, response: Format) -> Finished<'static> {
         Finished {
+            protocol: Protocol::Http,
             request,
             response,
             downgrades: DowngradeSet::default(),
@@ -225,6 +229,8 @@ pub struct Counts {
     /// In [`RefusalReason::ALL`] order.
     pub refused: [u64; 2],
     pub exempt: u64,
+    /// Requests by client protocol, in [`Protocol::LABELS`] order.
+    pub protocols: [u64; 4],
 }
 
 impl Counts {
@@ -244,8 +250,14 @@ impl Counts {
         self.refused[refusal_index(r)]
     }
 
+    /// Requests that came in `protocol`.
+    pub fn protocol(&self, protocol: Protocol) -> u64 {
+        self.protocols[protocol.index()]
+    }
+
     fn add(&mut self, f: &Finished<'_>) {
         self.mix.0[format_index(f.request)][format_index(f.response)] += 1;
+        self.protocols[f.protocol.index()] += 1;
         for r in f.downgrades.iter() {
             self.downgrades[reason_index(r)] += 1;
         }
@@ -273,6 +285,9 @@ impl Counts {
             *a += b;
         }
         self.exempt += o.exempt;
+        for (a, b) in self.protocols.iter_mut().zip(o.protocols) {
+            *a += b;
+        }
     }
 }
 

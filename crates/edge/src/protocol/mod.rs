@@ -71,14 +71,22 @@ impl Protocol {
         }
     }
 
+    /// The protocols' names, in the order [`Protocol::index`] counts them.
+    pub const LABELS: [&'static str; 4] = ["http", "grpc", "grpc-web", "connect"];
+
+    /// The protocol's place in [`Protocol::LABELS`].
+    pub fn index(self) -> usize {
+        match self {
+            Protocol::Http => 0,
+            Protocol::Grpc => 1,
+            Protocol::GrpcWeb { .. } => 2,
+            Protocol::Connect { .. } => 3,
+        }
+    }
+
     /// The protocol's name, as the `protocol` label and the access log write it.
     pub fn label(self) -> &'static str {
-        match self {
-            Protocol::Http => "http",
-            Protocol::Grpc => "grpc",
-            Protocol::GrpcWeb { .. } => "grpc-web",
-            Protocol::Connect { .. } => "connect",
-        }
+        Protocol::LABELS[self.index()]
     }
 
     /// Whether the request's messages are relayed in their envelopes (gRPC, gRPC-Web) rather

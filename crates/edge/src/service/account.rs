@@ -179,6 +179,7 @@ impl Edge {
                 &method.full_name,
                 &ctx.caller.id,
                 &Finished {
+                    protocol: ctx.protocol,
                     request: plan.request,
                     response: if refused { Format::Json } else { plan.response },
                     downgrades: request_downgrades(ctx),
