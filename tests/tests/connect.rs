@@ -483,3 +483,65 @@ async fn the_migration_view_sees_a_client_move_from_rest_json_to_connect() {
         "{page}"
     );
 }
+
+/// The JSON sunset holds Connect JSON as it holds REST/JSON (refused in Connect's error form,
+/// counted as JSON refused); Connect protobuf and gRPC-Web text pass.
+#[tokio::test]
+async fn the_json_sunset_applies_to_connect_json() {
+    let s = start_library_toml(
+        "[[json_sunset]]\nselector = \"library.v1.Library.GetBook\"\nsunset = \"2020-01-01T00:00:00Z\"\n",
+    )
+    .await;
+    let gw = s.gw.addr;
+    let http = Http::h1();
+    let a = http
+        .request(
+            "POST",
+            gw,
+            GET_BOOK,
+            &connect_headers("application/json"),
+            r#"{"name":"shelves/1/books/1"}"#,
+        )
+        .await;
+    assert_eq!(a.status, 415, "{a:?}");
+    let error = a.json();
+    assert_eq!(error["code"], "failed_precondition", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("ended on 2020-01-01"),
+        "{error}"
+    );
+    let mut message = vec![0x0a, 17];
+    message.extend_from_slice(b"shelves/1/books/1");
+    let a = http
+        .request(
+            "POST",
+            gw,
+            GET_BOOK,
+            &connect_headers("application/proto"),
+            message.clone(),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let text = base64::engine::general_purpose::STANDARD.encode(envelope(0, &message));
+    let a = http
+        .post(gw, GET_BOOK, "application/grpc-web-text", &[], text)
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(
+        a.header("content-type"),
+        Some("application/grpc-web-text+proto")
+    );
+    let answer = base64::engine::general_purpose::STANDARD
+        .decode(&a.body)
+        .unwrap();
+    let frames = envelopes(&answer);
+    assert_eq!(frames.len(), 2, "{frames:?}");
+    assert_eq!(frames[1].0, 0x80);
+    assert!(
+        String::from_utf8_lossy(&frames[1].1).contains("grpc-status:0\r\n"),
+        "{frames:?}"
+    );
+}
