@@ -375,6 +375,11 @@ measure() {
       url="$GW_URL/bench.v1.BenchService/$method"
       cmd=(h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -d "$BODIES/$wl.$fmt" -H "content-type: $ct" -H "accept: $ct" "${ENCODING_HEADER[@]}" "$url")
       warm=(-D "$WARMUP"); set -- -D "$DURATION" --log-file="$RAW/$tag.log" ;;
+    "h2load gRPC")
+      # Native gRPC through the gateway: relayed, the same body as direct gRPC.
+      url="$GW_URL/bench.v1.BenchService/$method"
+      cmd=(h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -d "$BODIES/$wl.grpc" -H 'content-type: application/grpc' -H 'te: trailers' "$url")
+      warm=(-D "$WARMUP"); set -- -D "$DURATION" --log-file="$RAW/$tag.log" ;;
     "direct gRPC")
       url="http://$BACKEND_ADDR/bench.v1.BenchService/$method"
       cmd=(h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -d "$BODIES/$wl.grpc" -H 'content-type: application/grpc' -H 'te: trailers' "$url")
@@ -492,6 +497,7 @@ run_load() {
 
 for wl in $WORKLOADS; do
   run_load "direct gRPC" protobuf "$wl"
+  run_load "h2load gRPC" protobuf "$wl"
   for fmt in $FORMATS; do
     run_load "wrk h1" "$fmt" "$wl"
     run_load "h2load h2" "$fmt" "$wl"

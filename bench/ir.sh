@@ -22,7 +22,8 @@
 #                 large ones)
 #   IR_PROFILES   a directory: each run's callgrind profile is kept there as cg.CLIENT.FORMAT
 #                 (for callgrind_annotate)
-#   IR_FORMATS    default "json protobuf";  IR_CLIENTS  default "h1 h2" (h2load --h1, or h2)
+#   IR_FORMATS    default "json protobuf"; also "grpc" (native gRPC, h2 only), "connect-proto",
+#                 "connect-json" (Connect unary); IR_CLIENTS  default "h1 h2" (h2load --h1, or h2)
 #   IR_REQUESTS   requests counted by callgrind (default 4000); IR_CALL_REQUESTS  by perf
 #                 (default 40000); IR_WARMUP  before counting (default 500)
 #   IR_TLS=1      the gateway listens with TLS (a P-256 certificate made by openssl)
@@ -67,6 +68,9 @@ BODY=$OUT/body
 if [[ -n $SOURCE ]]; then cp "$SOURCE" "$BODY.json"; else echo '{"count":1000}' > "$BODY.json"; fi
 "$GATEWAY" convert --proto proto/bench/bench.proto -I proto/bench --message "bench.v1.$MESSAGE" \
   --from json --to protobuf < "$BODY.json" > "$BODY.protobuf"
+# gRPC's body: the message in its 5-byte envelope.
+python3 -c 'import sys; m = open(sys.argv[1], "rb").read(); sys.stdout.buffer.write(b"\0" + len(m).to_bytes(4, "big") + m)' \
+  "$BODY.protobuf" > "$BODY.grpc"
 
 wait_for() { # FILE REGEX PID
   for _ in $(seq 600); do
@@ -99,11 +103,18 @@ fi
 # load FORMAT CLIENT N URL: N requests — HTTP/1.1 on 16 keep-alive connections (as wrk in
 # bench/e2e.sh), or HTTP/2 on 4 connections × 4 streams; fails unless all succeed.
 load() {
-  local ct=application/json how=(-c 4 -m 4)
-  [[ $1 == protobuf ]] && ct=application/x-protobuf
+  local how=(-c 4 -m 4) body=$1 headers
+  case $1 in
+    json) headers=(-H "content-type: application/json" -H "accept: application/json") ;;
+    protobuf) headers=(-H "content-type: application/x-protobuf" -H "accept: application/x-protobuf") ;;
+    grpc) headers=(-H "content-type: application/grpc" -H "te: trailers") ;;
+    connect-proto) body=protobuf headers=(-H "content-type: application/proto" -H "connect-protocol-version: 1") ;;
+    connect-json) body=json headers=(-H "content-type: application/json" -H "connect-protocol-version: 1") ;;
+    *) die "format $1: not one of json protobuf grpc connect-proto connect-json" ;;
+  esac
   [[ $2 == h1 ]] && how=(--h1 -c 16 -m 1)
-  taskset -c 0 h2load "${how[@]}" -n "$3" -d "$BODY.$1" \
-    -H "content-type: $ct" -H "accept: $ct" "$4/bench.v1.BenchService/$METHOD" > "$OUT/load.txt"
+  taskset -c 0 h2load "${how[@]}" -n "$3" -d "$BODY.$body" "${headers[@]}" \
+    "$4/bench.v1.BenchService/$METHOD" > "$OUT/load.txt"
   grep -q "$3 succeeded" "$OUT/load.txt" || die "not every request succeeded: $(grep requests: "$OUT/load.txt")"
 }
 
@@ -125,6 +136,8 @@ echo "| client | format | Ir / request | system calls / request |"
 echo "|---|---|---:|---:|"
 for fmt in $FORMATS; do
   for client in $CLIENTS; do
+    # gRPC needs HTTP/2 (the gateway refuses it over HTTP/1.1).
+    [[ $fmt == grpc && $client == h1 ]] && continue
     gateway valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$OUT/cg.out"
     load "$fmt" "$client" "$WARMUP" "$GW_URL"
     callgrind_control -i on "$GW_PID" >/dev/null 2>&1
