@@ -9,9 +9,6 @@
 use std::process::Command;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, Version};
-use http_body_util::{BodyExt, Full};
 use protogate_tests::{
     Http, TempDir, compile_proto, library, metric, start_backend, start_gateway_toml,
     start_library_toml, workspace,
@@ -81,34 +78,6 @@ async fn grpcio_calls_every_shape_through_the_gateway() {
     assert_eq!(metric(&metrics, fail), 1.0, "{metrics}");
 }
 
-/// A gRPC request by hand: `body` as the request's bytes over `version`.
-async fn grpc_request(
-    addr: std::net::SocketAddr,
-    version: Version,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Vec<u8>,
-) -> (http::response::Parts, Bytes, Option<http::HeaderMap>) {
-    let http = if version == Version::HTTP_2 {
-        Http::h2()
-    } else {
-        Http::h1()
-    };
-    let mut req = Request::post(format!("http://{addr}{path}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let response = http
-        .open(req.body(Full::new(Bytes::from(body))).unwrap())
-        .await;
-    let (parts, body) = response.into_parts();
-    let collected = body.collect().await.unwrap();
-    let trailers = collected.trailers().cloned();
-    (parts, collected.to_bytes(), trailers)
-}
-
 fn envelope(flags: u8, message: &[u8]) -> Vec<u8> {
     let mut out = vec![flags];
     out.extend_from_slice(&(message.len() as u32).to_be_bytes());
@@ -118,82 +87,123 @@ fn envelope(flags: u8, message: &[u8]) -> Vec<u8> {
 
 const ECHO: &str = "/protogate.test.svc.TestService/Echo";
 
+/// The status of an answer's trailers, else its head: (`grpc-status`, `grpc-message`).
+fn status(a: &protogate_tests::Answer) -> (Option<String>, String) {
+    let fields = a.trailers.as_ref().unwrap_or(&a.headers);
+    let text = |name| {
+        fields
+            .get(name)
+            .map(|v: &http::HeaderValue| v.to_str().unwrap().to_owned())
+    };
+    (
+        text("grpc-status"),
+        text("grpc-message").unwrap_or_default(),
+    )
+}
+
 #[tokio::test]
 async fn bad_grpc_requests_are_refused_in_grpcs_form() {
     let s = stacks("max_body_bytes = 1024\n").await;
     let gw = s.svc.1.addr;
-    let status = |h: &http::HeaderMap| {
-        (
-            h.get("grpc-status").map(|v| v.to_str().unwrap().to_owned()),
-            h.get("grpc-message")
-                .map(|v| v.to_str().unwrap().to_owned())
-                .unwrap_or_default(),
-        )
+    let grpc = |extra: &[(&'static str, &'static str)]| {
+        let mut headers = vec![("content-type", "application/grpc"), ("te", "trailers")];
+        headers.extend_from_slice(extra);
+        headers
     };
     // gRPC over HTTP/1.1: refused, with an HTTP status a person reading it understands.
-    let (head, _, _) = grpc_request(gw, Version::HTTP_11, ECHO, &[], envelope(0, b"")).await;
-    assert_eq!(head.status, 501);
-    let (code, message) = status(&head.headers);
+    let a = Http::h1()
+        .request("POST", gw, ECHO, &grpc(&[]), envelope(0, b""))
+        .await;
+    assert_eq!(a.status, 501);
+    let (code, message) = status(&a);
     assert_eq!(code.as_deref(), Some("12"));
     assert!(message.contains("HTTP/2"), "{message}");
 
-    // The cases below are trailers-only answers (status 200, the status in the head).
+    // The cases below are trailers-only answers (status 200, the status in the head), all on
+    // one HTTP/2 connection, which each refusal leaves intact.
+    let h2 = Http::h2();
+    let truncated = envelope(0, b"\x08\x07")[..5].to_vec();
     for (what, headers, body, want_code, want_words) in [
         (
             "truncated",
-            vec![],
-            envelope(0, b"\x08\x07")[..5].to_vec(),
+            grpc(&[]),
+            truncated,
             "3",
             "ends inside message 1",
         ),
-        ("too long", vec![], envelope(0, &[0u8; 2000]), "8", "1024"),
-        ("flags", vec![], envelope(4, b""), "3", "flags byte 0x04"),
+        (
+            "too long",
+            grpc(&[]),
+            envelope(0, &[0u8; 2000]),
+            "8",
+            "1024",
+        ),
+        ("flags", grpc(&[]), envelope(4, b""), "3", "flags byte 0x04"),
         (
             "compressed, no coding",
-            vec![],
+            grpc(&[]),
             envelope(1, b"x"),
             "3",
             "no grpc-encoding",
         ),
         (
             "unknown coding",
-            vec![("grpc-encoding", "lzma")],
+            grpc(&[("grpc-encoding", "lzma")]),
             envelope(1, b"x"),
             "12",
             "lzma",
         ),
+        (
+            "gRPC-Web text, not base64",
+            vec![("content-type", "application/grpc-web-text")],
+            b"AAAA*AAA".to_vec(),
+            "3",
+            "not base64",
+        ),
     ] {
-        let (head, body, trailers) = grpc_request(gw, Version::HTTP_2, ECHO, &headers, body).await;
-        assert_eq!(head.status, 200, "{what}");
-        let fields = trailers.as_ref().unwrap_or(&head.headers);
-        let (code, message) = status(fields);
-        assert_eq!(
-            code.as_deref(),
-            Some(want_code),
-            "{what}: {message} {head:?}"
-        );
+        let a = h2.request("POST", gw, ECHO, &headers, body).await;
+        assert_eq!(a.status, 200, "{what}");
+        let (code, message) = status(&a);
+        assert_eq!(code.as_deref(), Some(want_code), "{what}: {message} {a:?}");
         assert!(message.contains(want_words), "{what}: {message}");
-        assert!(body.is_empty(), "{what}");
+        assert!(a.body.is_empty(), "{what}");
     }
     // An unknown method: UNIMPLEMENTED in the head, no HTTP error page.
-    let (head, body, _) = grpc_request(
-        gw,
-        Version::HTTP_2,
-        "/protogate.test.svc.TestService/Nope",
-        &[],
-        envelope(0, b""),
-    )
-    .await;
-    assert_eq!(head.status, 200);
-    assert_eq!(status(&head.headers).0.as_deref(), Some("12"));
-    assert!(body.is_empty());
+    let a = h2
+        .request(
+            "POST",
+            gw,
+            "/protogate.test.svc.TestService/Nope",
+            &grpc(&[]),
+            envelope(0, b""),
+        )
+        .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(status(&a).0.as_deref(), Some("12"));
+    assert!(a.body.is_empty());
     // A good call after all of them, and the refusals counted under protocol="grpc".
-    let (head, body, trailers) =
-        grpc_request(gw, Version::HTTP_2, ECHO, &[], envelope(0, b"\x08\x07")).await;
-    assert_eq!(head.status, 200);
-    assert_eq!(body.as_ref(), envelope(0, b"\x08\x07"));
-    assert_eq!(status(&trailers.unwrap()).0.as_deref(), Some("0"));
+    let a = h2
+        .request("POST", gw, ECHO, &grpc(&[]), envelope(0, b"\x08\x07"))
+        .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.body.as_ref(), envelope(0, b"\x08\x07"));
+    assert_eq!(status(&a).0.as_deref(), Some("0"));
     let metrics = Http::h1().metrics(gw).await;
     let refused = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="protobuf",response_format="protobuf",code="200",grpc_code="InvalidArgument",protocol="grpc"}"#;
     assert_eq!(metric(&metrics, refused), 3.0, "{metrics}");
+    // gRPC-Web over HTTP/1.1: a truncated body is answered in gRPC-Web's form.
+    let a = Http::h1()
+        .request(
+            "POST",
+            gw,
+            ECHO,
+            &[("content-type", "application/grpc-web+proto")],
+            envelope(0, b"\x08\x07")[..6].to_vec(),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.header("content-type"), Some("application/grpc-web+proto"));
+    let (code, message) = status(&a);
+    assert_eq!(code.as_deref(), Some("3"), "{message}");
+    assert!(message.contains("ends inside message 1"), "{message}");
 }

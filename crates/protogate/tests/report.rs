@@ -70,6 +70,10 @@ fn scripted() -> (Tracker, SunsetPolicy) {
             {
                 for _ in 0..n {
                     let mut f = Finished::new(format, format);
+                    // ios moved its protobuf calls to a generated gRPC client.
+                    if format == Format::Protobuf && *name == "ios" {
+                        f.protocol = edge::protocol::Protocol::Grpc;
+                    }
                     if format == Format::Json {
                         f.answer_conversion = Some(Conversion {
                             format,
@@ -319,6 +323,10 @@ fn the_table_shows_methods_clients_shares_costs_and_the_sunset_state() {
     let list = out.find("demo.shop.v1.Shop.ListOrders: ").unwrap();
     assert!(get < list);
     let (get_part, list_part) = (&out[get..list], &out[list..]);
+    assert_eq!(
+        line(get_part, "  Protocols:"),
+        "  Protocols: grpc 8, http 16"
+    );
     assert_eq!(
         cells(line(&out, "demo.shop.v1.Shop.GetOrder  ")),
         [

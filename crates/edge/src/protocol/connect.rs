@@ -47,12 +47,7 @@ pub(super) fn recognise(head: &::http::request::Parts) -> Option<bool> {
     if head.headers.contains_key(PROTOCOL_VERSION) {
         return Some(false);
     }
-    if head.method == ::http::Method::GET
-        && head
-            .uri
-            .query()
-            .is_some_and(|q| q.split('&').any(|p| p == "connect=v1"))
-    {
+    if is_get(head) {
         return Some(false);
     }
     None
@@ -66,14 +61,23 @@ fn essence(content_type: &[u8]) -> &[u8] {
         .trim_ascii()
 }
 
-/// The HTTP verb a Connect request is routed under: a GET is the method's POST (whether the
-/// method may be called so is `negotiate`'s to say).
+/// The HTTP verb a Connect request is routed under: a Connect GET (`?connect=v1`) is the
+/// method's POST (whether the method may be called so is `negotiate`'s to say).
 pub(super) fn route_verb(head: &::http::request::Parts) -> &str {
-    if head.method == ::http::Method::GET {
+    if is_get(head) {
         "POST"
     } else {
         head.method.as_str()
     }
+}
+
+/// A GET that says it is Connect's (`connect=v1` in its query).
+pub(super) fn is_get(head: &::http::request::Parts) -> bool {
+    head.method == ::http::Method::GET
+        && head
+            .uri
+            .query()
+            .is_some_and(|q| q.split('&').any(|p| p == "connect=v1"))
 }
 
 /// negotiate: the codec from the Content-Type (a GET's from `encoding`); the answer in the
@@ -103,7 +107,7 @@ pub(super) fn negotiate(
             }
         )));
     }
-    let format = if head.method == ::http::Method::GET {
+    let format = if is_get(head) {
         if !method.no_side_effects {
             return Err(EdgeError::MethodNotAllowed {
                 what: format!(

@@ -138,9 +138,7 @@ impl Protocol {
         head: &::http::request::Parts,
         body: B,
     ) -> Result<(connect::Source<B>, Option<Coding>), EdgeError> {
-        if matches!(self, Protocol::Connect { streaming: false })
-            && head.method == ::http::Method::GET
-        {
+        if matches!(self, Protocol::Connect { streaming: false }) && connect::is_get(head) {
             let (message, coding) = connect::get_message(head)?;
             return Ok((connect::Source::Query(Some(message)), coding));
         }

@@ -38,7 +38,11 @@ impl Edge {
         };
         let format = ctx.protocol.error_format(negotiated, &ctx.head.headers);
         let (body, findings) = self.status_rendering(err, format);
-        if let (Some(findings), Some(method)) = (findings, ctx.method) {
+        // A rendering the client reads in the format it asked for; Connect's error JSON
+        // carries the details' bytes beside their JSON, so a protobuf client loses nothing.
+        if let (Some(findings), Some(method)) = (findings, ctx.method)
+            && negotiated.is_none_or(|asked| asked == format)
+        {
             let of = Rendering {
                 method,
                 client: &ctx.caller.client,

@@ -33,6 +33,9 @@ pub(super) struct Method {
     pub(super) json_refused: BTreeMap<String, u64>,
     #[serde(default)]
     pub(super) exempt: u64,
+    /// Requests by client protocol (`http`, `grpc`, `grpc-web`, `connect`).
+    #[serde(default)]
+    pub(super) protocols: BTreeMap<String, u64>,
     #[serde(default)]
     pub(super) clients: Vec<Client>,
     #[serde(default)]

@@ -151,6 +151,15 @@ fn method(out: &mut String, m: &Method, now: Option<SystemTime>) {
     if !downgrades.is_empty() {
         w!(out, "  Downgrades: {}", downgrades.join(", "));
     }
+    let protocols: Vec<String> = m
+        .protocols
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(p, n)| format!("{} {}", clean(p), thousands(*n)))
+        .collect();
+    if !protocols.is_empty() {
+        w!(out, "  Protocols: {}", protocols.join(", "));
+    }
 
     clients(out, m, now);
     unknown_fields(out, m, now);
