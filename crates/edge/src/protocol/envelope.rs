@@ -245,6 +245,39 @@ where
     }
 }
 
+/// A whole relayed body (a method that takes one message), read: its envelopes checked as
+/// [`Envelopes`] checks them on the way; gRPC-Web text decoded first.
+pub(crate) fn whole(body: Bytes, limits: Limits, text: bool) -> Result<Bytes, EdgeError> {
+    let body = if text {
+        let mut pending = BytesMut::new();
+        let decoded = decode_text(&mut pending, &body)?;
+        if !pending.is_empty() {
+            return Err(EdgeError::BadRequest(format!(
+                "the gRPC-Web text body ends with {} base64 characters of an incomplete group",
+                pending.len()
+            )));
+        }
+        decoded
+    } else {
+        body
+    };
+    let mut reader = Reader::default();
+    reader.read(&body, limits)?;
+    reader.end()?;
+    Ok(body)
+}
+
+/// The most bytes a whole body within `limits` takes as sent: its messages and their
+/// envelopes' prefixes, as base64 for gRPC-Web text.
+pub(crate) fn wire_limit(limits: Limits, text: bool) -> usize {
+    let raw = limits.total.saturating_add(5);
+    if text {
+        raw.saturating_add(2) / 3 * 4
+    } else {
+        raw
+    }
+}
+
 /// Decodes what `chunk` completes of gRPC-Web text: whole groups of four characters (a
 /// padded group ends a base64 run, and another may follow: each is decoded apart), the
 /// characters of an incomplete group kept in `pending` for the next chunk.

@@ -1,8 +1,10 @@
 //! relay: a gRPC or gRPC-Web call passed to the method's upstream and its answer passed back,
 //! the messages untouched (unknown fields, compressed messages and all), every shape alike —
-//! unary, server, client and bidirectional streams are one exchange of envelopes. The
-//! request's body is followed on its way (`protocol::envelope::Envelopes`: limits, a broken
-//! body named); the answer is relayed as it arrives, pulled only as fast as the client reads.
+//! unary, server, client and bidirectional streams are one exchange of envelopes. A request
+//! of one message is read whole and sent with the call's head (no task, no extra frame: a
+//! unary gRPC call costs what a protobuf pass-through does); a request stream is relayed as
+//! it comes, followed on its way (`protocol::envelope::Envelopes`: limits, a broken body
+//! named). The answer is relayed as it arrives, pulled only as fast as the client reads.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -11,7 +13,7 @@ use futures_core::Stream;
 use http_body::Frame;
 
 use super::*;
-use crate::protocol::envelope::{Envelopes, Fault, TextOut};
+use crate::protocol::envelope::{self, Envelopes, Fault, TextOut};
 use crate::protocol::grpc;
 use crate::upstream::AnswerBody;
 
@@ -39,14 +41,35 @@ impl Edge {
             self.config.max_stream_bytes,
         );
         let text = matches!(protocol, Protocol::GrpcWeb { text: true });
-        let body = Envelopes::new(body, limits, text, fault.clone());
         let mut headers =
             protocol.relay_headers(&head.headers, plan.deadline, ctx.made_request_id.as_ref());
         ctx.start_call_span(&self.upstreams, &mut headers);
-        let call = self
-            .upstreams
-            .relay(&method.service, &method.path, headers, body);
-        let (answer, latency) = self.call_upstream(method, plan.deadline, None, call).await;
+        let (service, path) = (&*method.service, &*method.path);
+        let (answer, latency) = match method.streaming {
+            // One request message: read whole (under the limits, held against the
+            // admission's bytes as a converted body is) and sent with the head, on this task.
+            StreamingKind::Unary | StreamingKind::ServerStreaming => {
+                let wire = envelope::wire_limit(limits, text);
+                let timeout = self.config.body_read_timeout;
+                let body = read_limited(body, wire, timeout, ctx.ticket()?)
+                    .await
+                    .map_err(|e| match e {
+                        EdgeError::PayloadTooLarge { .. } => EdgeError::PayloadTooLarge {
+                            limit: limits.message,
+                        },
+                        e => e,
+                    })?;
+                let body = envelope::whole(body, limits, text)?;
+                let call = self.upstreams.relay_whole(service, path, headers, body);
+                self.call_upstream(method, plan.deadline, None, call).await
+            }
+            // A request stream: relayed as it comes, its envelopes followed on the way.
+            StreamingKind::ClientStreaming | StreamingKind::Bidirectional => {
+                let body = Envelopes::new(body, limits, text, fault.clone());
+                let call = self.upstreams.relay(service, path, headers, body);
+                self.call_upstream(method, plan.deadline, None, call).await
+            }
+        };
         ctx.upstream_latency = Some(latency);
         // A body that broke a rule reset the upstream's stream: the client hears why.
         let (answer, _call) = answer.map_err(|e| fault.take().unwrap_or(e))?;

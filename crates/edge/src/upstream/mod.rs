@@ -506,8 +506,32 @@ impl Upstreams {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        let body = stream::Outgoing::Stream(tonic::body::Body::new(body));
+        self.relay_outgoing(service, path, headers, body).await
+    }
+
+    /// [`Upstreams::relay`] with the body already whole (a method that takes one message):
+    /// sent with the request's head, on the request's own task.
+    pub(crate) async fn relay_whole(
+        &self,
+        service: &str,
+        path: &str,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<http::Response<stream::AnswerBody>, Status> {
+        let body = stream::Outgoing::Whole(body);
+        self.relay_outgoing(service, path, headers, body).await
+    }
+
+    async fn relay_outgoing(
+        &self,
+        service: &str,
+        path: &str,
+        headers: HeaderMap,
+        body: stream::Outgoing,
+    ) -> Result<http::Response<stream::AnswerBody>, Status> {
         let pool = self.route(service)?.pool.clone();
-        let mut request = http::Request::new(tonic::body::Body::new(body));
+        let mut request = http::Request::new(body);
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = http::Uri::from(method_path(path)?);
         *request.headers_mut() = headers;

@@ -44,14 +44,21 @@ impl tower::Service<Request<TonicBody>> for PoolService {
     }
 
     fn call(&mut self, request: Request<TonicBody>) -> Self::Future {
-        Box::pin(open(self.0.clone(), request))
+        Box::pin(open(self.0.clone(), request.map(Outgoing::Stream)))
     }
+}
+
+/// What a call sends: a body piped as it comes (on a task of its own), or one already whole
+/// (sent at once, the stream ended with it: no task, no empty last frame).
+pub(crate) enum Outgoing {
+    Stream(TonicBody),
+    Whole(Bytes),
 }
 
 /// Opens the call on an endpoint of `pool`: the answer's head, and its body to read.
 pub(super) async fn open(
     pool: Arc<Pool>,
-    request: Request<TonicBody>,
+    request: Request<Outgoing>,
 ) -> Result<Response<AnswerBody>, Status> {
     let (parts, body) = request.into_parts();
     let path = parts
@@ -92,7 +99,18 @@ pub(super) async fn open(
     };
     let endpoint = call.endpoint().clone();
     conn.opened(endpoint.options.max_streams_per_connection);
-    tokio::spawn(pipe(body, send));
+    match body {
+        Outgoing::Stream(body) => {
+            tokio::spawn(pipe(body, send));
+        }
+        Outgoing::Whole(bytes) => {
+            let mut send = send;
+            if send.send_data(raw_frame(bytes), true).is_err() {
+                // The stream is over (reset, or the connection gone): the answer says why.
+                send.send_reset(Reason::CANCEL);
+            }
+        }
+    }
     let response = response
         .await
         .map_err(|e| exchange::stream_failure(&e, &endpoint.authority).into_status())?;
