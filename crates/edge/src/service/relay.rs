@@ -33,7 +33,12 @@ impl Edge {
         B::Error: std::error::Error + Send + Sync + 'static,
     {
         let protocol = ctx.protocol;
-        let fault = Arc::new(Fault::default());
+        // Only a request stream can break after the call left (a whole body is checked first).
+        let fault = matches!(
+            method.streaming,
+            StreamingKind::ClientStreaming | StreamingKind::Bidirectional
+        )
+        .then(|| Arc::new(Fault::default()));
         let limits = grpc::limits(
             method,
             &head.headers,
@@ -65,20 +70,22 @@ impl Edge {
             }
             // A request stream: relayed as it comes, its envelopes followed on the way.
             StreamingKind::ClientStreaming | StreamingKind::Bidirectional => {
-                let body = Envelopes::new(body, limits, text, fault.clone());
+                let fault = fault.clone().unwrap_or_default();
+                let body = Envelopes::new(body, limits, text, fault);
                 let call = self.upstreams.relay(service, path, headers, body);
                 self.call_upstream(method, plan.deadline, None, call).await
             }
         };
         ctx.upstream_latency = Some(latency);
         // A body that broke a rule reset the upstream's stream: the client hears why.
-        let (answer, _call) = answer.map_err(|e| fault.take().unwrap_or(e))?;
+        let broken = |fault: &Option<Arc<Fault>>| fault.as_ref().and_then(|f| f.take());
+        let (answer, _call) = answer.map_err(|e| broken(&fault).unwrap_or(e))?;
         let (parts, answer) = answer.into_parts();
         let end = Arc::new(StreamEnd::new());
         ctx.stream_end = Some(end.clone());
         let trailers_only = answer.ended_with_head();
         if trailers_only {
-            if let Some(err) = fault.take() {
+            if let Some(err) = broken(&fault) {
                 return Err(err);
             }
             end.set(grpc::status_of(&parts.headers).unwrap_or(Code::Unknown));
@@ -110,7 +117,8 @@ struct Relayed {
     answer: AnswerBody,
     protocol: Protocol,
     text: Option<TextOut>,
-    fault: Arc<Fault>,
+    /// A request stream's failure, if it has one.
+    fault: Option<Arc<Fault>>,
     end: Arc<StreamEnd>,
     done: bool,
 }
@@ -133,7 +141,7 @@ impl Relayed {
     /// The answer's last frame when it failed (`err`, unless the request body broke first),
     /// or ended without a status.
     fn failed(&mut self, err: EdgeError) -> Frame<Bytes> {
-        let err = self.fault.take().unwrap_or(err);
+        let err = self.fault.as_ref().and_then(|f| f.take()).unwrap_or(err);
         let mut trailers = HeaderMap::new();
         put_status_headers(&mut trailers, self.protocol.code_of(&err), &err.to_string());
         self.last(trailers)

@@ -28,7 +28,8 @@ use super::endpoint::{Endpoint, InFlight, raw_frame};
 use super::exchange::{self, Failure};
 use super::pool::Pool;
 
-const DETAILS: &str = "grpc-status-details-bin";
+// A name made once: a `&str` name is parsed again on every lookup.
+const DETAILS: http::HeaderName = http::HeaderName::from_static("grpc-status-details-bin");
 
 /// The transport of streaming calls to one upstream.
 #[derive(Clone, Debug)]
