@@ -166,7 +166,8 @@ pub(super) fn upstream_headers(
     // again below): cloned whole and trimmed, cheaper than rebuilt name by name.
     let mut out = headers.clone();
     without(&mut out, |name| {
-        hop_by_hop(name)
+        // `te` is set again below, to the one value it may have.
+        (hop_by_hop(name) && name != header::TE)
             || (web
                 && (name == header::ACCEPT
                     || name == header::CONTENT_TYPE
