@@ -34,23 +34,18 @@ const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("connect-protocol-v
 const TIMEOUT_MS: HeaderName = HeaderName::from_static("connect-timeout-ms");
 const CONTENT_ENCODING: HeaderName = HeaderName::from_static("connect-content-encoding");
 
-/// The Connect request a head makes, if it is one: `Some(true)` for the streaming protocol.
-pub(super) fn recognise(head: &::http::request::Parts) -> Option<bool> {
-    let content_type = head
-        .headers
-        .get(header::CONTENT_TYPE)
-        .map_or(&b""[..], |t| t.as_bytes());
+/// The Connect POST a head makes, if it is one (its Content-Type, `content_type`, is an
+/// `application/…` one): `Some(true)` for the streaming protocol (`application/connect+…`),
+/// `Some(false)` for a unary call (`Connect-Protocol-Version` with JSON or proto). A GET is
+/// [`is_get`]'s.
+pub(super) fn recognise(head: &::http::request::Parts, content_type: &[u8]) -> Option<bool> {
     let essence = essence(content_type);
     if essence.len() > 20 && essence[..20].eq_ignore_ascii_case(b"application/connect+") {
         return Some(true);
     }
-    if head.headers.contains_key(PROTOCOL_VERSION) {
-        return Some(false);
-    }
-    if is_get(head) {
-        return Some(false);
-    }
-    None
+    let unary_type = essence.eq_ignore_ascii_case(b"application/json")
+        || essence.eq_ignore_ascii_case(b"application/proto");
+    (unary_type && head.headers.contains_key(PROTOCOL_VERSION)).then_some(false)
 }
 
 fn essence(content_type: &[u8]) -> &[u8] {
@@ -638,15 +633,18 @@ mod tests {
             ),
             head("GET", "/a.S/M?connect=v1&encoding=json&message=%7B%7D", &[]),
         ];
+        use super::super::Protocol;
         for h in &connect {
-            assert_eq!(recognise(h), Some(false), "{h:?}");
+            let unary = Protocol::Connect { streaming: false };
+            assert_eq!(Protocol::recognise(h), unary, "{h:?}");
         }
         let stream = head(
             "POST",
             "/a.S/M",
             &[("content-type", "application/connect+proto")],
         );
-        assert_eq!(recognise(&stream), Some(true));
+        let streaming = Protocol::Connect { streaming: true };
+        assert_eq!(Protocol::recognise(&stream), streaming);
         for h in [
             head("POST", "/a.S/M", &[("content-type", "application/json")]),
             head("GET", "/v1/things?connect=v2", &[]),
@@ -655,8 +653,16 @@ mod tests {
                 "/a.S/M",
                 &[("content-type", "application/connectx")],
             ),
+            head(
+                "POST",
+                "/a.S/M",
+                &[
+                    ("content-type", "application/x-protobuf"),
+                    ("connect-protocol-version", "1"),
+                ],
+            ),
         ] {
-            assert_eq!(recognise(&h), None, "{h:?}");
+            assert_eq!(Protocol::recognise(&h), Protocol::Http, "{h:?}");
         }
     }
 

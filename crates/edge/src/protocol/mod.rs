@@ -58,17 +58,27 @@ impl Protocol {
     /// The protocol a request speaks, from its head. Every request is REST/HTTP until another
     /// protocol claims it (by its Content-Type or its protocol's own headers).
     pub fn recognise(head: &::http::request::Parts) -> Protocol {
-        if let Some(grpc) = head
+        let content_type = head
             .headers
             .get(header::CONTENT_TYPE)
-            .and_then(|t| grpc::recognise(t.as_bytes()))
-        {
-            return grpc;
+            .map_or(&b""[..], |t| t.as_bytes());
+        // The other protocols' POSTs say so in an `application/…` type: one look at its
+        // subtype's first letter, and Connect's header looked for only under JSON or proto.
+        if content_type.len() > 12 && content_type[..12].eq_ignore_ascii_case(b"application/") {
+            let found = match content_type[12].to_ascii_lowercase() {
+                b'g' => grpc::recognise(content_type),
+                b'c' | b'j' | b'p' => connect::recognise(head, content_type)
+                    .map(|streaming| Protocol::Connect { streaming }),
+                _ => None,
+            };
+            if let Some(protocol) = found {
+                return protocol;
+            }
         }
-        match connect::recognise(head) {
-            Some(streaming) => Protocol::Connect { streaming },
-            None => Protocol::Http,
+        if connect::is_get(head) {
+            return Protocol::Connect { streaming: false };
         }
+        Protocol::Http
     }
 
     /// The protocols' names, in the order [`Protocol::index`] counts them.
