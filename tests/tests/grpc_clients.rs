@@ -207,3 +207,43 @@ async fn bad_grpc_requests_are_refused_in_grpcs_form() {
     assert_eq!(code.as_deref(), Some("3"), "{message}");
     assert!(message.contains("ends inside message 1"), "{message}");
 }
+
+/// A gzip-compressed message (flags 1, `grpc-encoding: gzip`) goes to an upstream that takes
+/// gzip as it came, and its compressed answer comes back as the upstream sent it.
+#[tokio::test]
+async fn compressed_messages_are_relayed_as_they_are() {
+    use std::io::{Read, Write};
+    let backend = protogate_tests::start_gzip_backend(true).await;
+    let (gw, _) = start_gateway_toml("", &format!("http://{}", backend.addr)).await;
+    let thing = protogate_tests::encode(&protogate_tests::pb::Thing {
+        id: 7,
+        name: "compressed".into(),
+        ..Default::default()
+    });
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&thing).unwrap();
+    let compressed = gz.finish().unwrap();
+    let a = Http::h2()
+        .request(
+            "POST",
+            gw.addr,
+            ECHO,
+            &[
+                ("content-type", "application/grpc"),
+                ("te", "trailers"),
+                ("grpc-encoding", "gzip"),
+                ("grpc-accept-encoding", "gzip"),
+            ],
+            envelope(1, &compressed),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(status(&a).0.as_deref(), Some("0"), "{a:?}");
+    assert_eq!(a.header("grpc-encoding"), Some("gzip"), "{a:?}");
+    assert_eq!(a.body[0], 1, "the answer's message stays compressed");
+    let mut answer = Vec::new();
+    flate2::read::GzDecoder::new(&a.body[5..])
+        .read_to_end(&mut answer)
+        .unwrap();
+    assert_eq!(answer, thing);
+}
