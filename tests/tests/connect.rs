@@ -545,3 +545,75 @@ async fn the_json_sunset_applies_to_connect_json() {
         "{frames:?}"
     );
 }
+
+/// Connect stream messages compressed one by one (`Connect-Content-Encoding`, flag 0x01):
+/// decoded for the transcoder under the message limit; an unknown coding refused.
+#[tokio::test]
+async fn connect_stream_messages_may_come_compressed() {
+    use std::io::Write;
+    let s = start_library_toml("").await;
+    let gw = s.gw.addr;
+    let gzip = |data: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    };
+    let headers = [
+        ("content-type", "application/connect+json"),
+        ("connect-content-encoding", "gzip"),
+    ];
+    // A client stream: one message compressed, one not.
+    let mut body = envelope(1, &gzip(br#"{"name":"b0","title":"zipped"}"#));
+    body.extend(envelope(0, br#"{"name":"b1","title":"plain"}"#));
+    let a = Http::h2()
+        .request(
+            "POST",
+            gw,
+            "/library.v1.Library/ImportBooks",
+            &headers,
+            body,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let frames = envelopes(&a.body);
+    let answer: Value = serde_json::from_slice(&frames[0].1).unwrap();
+    assert_eq!(answer["books"][0]["title"], "zipped", "{answer}");
+    assert_eq!(answer["books"][1]["title"], "plain", "{answer}");
+    // A server stream's one request message, compressed.
+    let a = Http::h1()
+        .request(
+            "POST",
+            gw,
+            "/library.v1.Library/WatchBooks",
+            &headers,
+            envelope(1, &gzip(br#"{"parent":"shelves/9","count":1}"#)),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let frames = envelopes(&a.body);
+    let book: Value = serde_json::from_slice(&frames[0].1).unwrap();
+    assert_eq!(book["name"], "shelves/9/books/0", "{book}");
+    // Not gzip data under gzip, and a coding the gateway does not read.
+    for (coding, body, words) in [
+        ("gzip", envelope(1, b"not gzip"), "not valid gzip"),
+        ("lzma", envelope(1, b"x"), "lzma"),
+    ] {
+        let a = Http::h2()
+            .request(
+                "POST",
+                gw,
+                "/library.v1.Library/ImportBooks",
+                &[
+                    ("content-type", "application/connect+json"),
+                    ("connect-content-encoding", coding),
+                ],
+                body,
+            )
+            .await;
+        assert_eq!(a.status, 200, "{a:?}");
+        let frames = envelopes(&a.body);
+        let end: Value = serde_json::from_slice(&frames.last().unwrap().1).unwrap();
+        let message = end["error"]["message"].as_str().unwrap();
+        assert!(message.contains(words), "{coding}: {end}");
+    }
+}

@@ -145,3 +145,64 @@ async fn without_cors_a_preflight_is_an_ordinary_options_request() {
     assert_eq!(a.status, 405);
     assert_eq!(a.header("access-control-allow-origin"), None);
 }
+
+/// A browser's gRPC-Web call: its preflight allows gRPC-Web's request headers, and its answer
+/// exposes the answer's own metadata and gRPC's status headers.
+#[tokio::test]
+async fn grpc_web_calls_from_a_browser_are_allowed_and_read() {
+    let backend = start_backend().await;
+    let (gw, _) = start_gateway_toml(CORS, &format!("http://{}", backend.addr)).await;
+    let http = Http::h1();
+    let origin = "https://app.example.com";
+    let a = http
+        .request(
+            "OPTIONS",
+            gw.addr,
+            METADATA,
+            &[
+                ("origin", origin),
+                ("access-control-request-method", "POST"),
+                (
+                    "access-control-request-headers",
+                    "content-type,x-grpc-web,x-user-agent,grpc-timeout",
+                ),
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(a.status, 204, "{a:?}");
+    let allowed = a.header("access-control-allow-headers").unwrap();
+    for name in ["content-type", "x-grpc-web", "x-user-agent", "grpc-timeout"] {
+        assert!(allowed.contains(name), "{name}: {allowed}");
+    }
+    // The call: an empty Thing in gRPC-Web's envelope.
+    let a = http
+        .request(
+            "POST",
+            gw.addr,
+            METADATA,
+            &[
+                ("origin", origin),
+                ("content-type", "application/grpc-web+proto"),
+                ("x-grpc-web", "1"),
+                ("x-user-agent", "grpc-web-javascript/0.1"),
+            ],
+            vec![0u8, 0, 0, 0, 0],
+        )
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.header("access-control-allow-origin"), Some(origin));
+    assert_eq!(a.header("x-served-by"), Some("backend-v2"));
+    let exposed = a.header("access-control-expose-headers").unwrap();
+    for name in ["grpc-status", "grpc-message", "x-served-by"] {
+        assert!(exposed.contains(name), "{name}: {exposed}");
+    }
+    assert!(!exposed.contains("content-type"), "{exposed}");
+    // gRPC-Web's own request header did not go upstream; its user agent did, as metadata.
+    let text = String::from_utf8_lossy(&a.body);
+    assert!(
+        text.contains("x-user-agent=grpc-web-javascript/0.1"),
+        "{text}"
+    );
+    assert!(!text.contains("x-grpc-web"), "{text}");
+}

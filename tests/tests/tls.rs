@@ -301,3 +301,51 @@ async fn https_upstreams_are_called_over_tls_and_mtls() {
         .await;
     assert_eq!(a.status, 503, "{:?}", a.body);
 }
+
+/// gRPC over TLS when ALPN chose h2 (the listener's own), refused over http/1.1; gRPC-Web
+/// over either.
+#[tokio::test]
+async fn grpc_and_grpc_web_are_served_over_tls() {
+    let backend = start_backend().await;
+    let ca = Ca::new("test CA");
+    let dir = tls_files(&ca, "gateway", None);
+    let gw = tls_gateway(&dir, &backend, "").await;
+    // Thing{id: 7}, in gRPC's envelope.
+    let message = [0u8, 0, 0, 0, 2, 0x08, 0x07];
+    for alpn in [&b"h2"[..], b"http/1.1"] {
+        let mut conn = TlsHttp::open(gw.addr, client_config(&ca, None, &[alpn]))
+            .await
+            .unwrap();
+        let a = conn
+            .post(ECHO, "application/grpc", message.to_vec())
+            .await
+            .unwrap();
+        if alpn == b"h2" {
+            assert_eq!(a.status, 200, "{a:?}");
+            assert_eq!(a.body.as_ref(), message, "relayed byte for byte");
+            let trailers = a.trailers.as_ref().expect("trailers");
+            assert_eq!(trailers["grpc-status"], "0");
+        } else {
+            assert_eq!(a.status, 501, "{a:?}");
+            assert_eq!(a.headers["grpc-status"], "12");
+        }
+        // An HTTP/1.1 refusal closes its connection (the gateway answered before reading the
+        // body): gRPC-Web on a new one.
+        let mut conn = TlsHttp::open(gw.addr, client_config(&ca, None, &[alpn]))
+            .await
+            .unwrap();
+        let a = conn
+            .post(ECHO, "application/grpc-web+proto", message.to_vec())
+            .await
+            .unwrap();
+        assert_eq!(a.status, 200, "{alpn:?}: {a:?}");
+        assert_eq!(a.headers["content-type"], "application/grpc-web+proto");
+        // The message, then the trailers frame (flags 0x80).
+        assert_eq!(&a.body[..message.len()], message);
+        assert_eq!(a.body[message.len()], 0x80);
+        assert!(
+            String::from_utf8_lossy(&a.body[message.len() + 5..]).contains("grpc-status:0"),
+            "{a:?}"
+        );
+    }
+}

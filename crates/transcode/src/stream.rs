@@ -215,6 +215,10 @@ pub struct Splitter {
     msgpack_wait: usize,
     /// The body has ended ([`Splitter::end`]).
     ended: bool,
+    /// Connect envelopes flagged compressed (0x01) are taken ([`Splitter::take_compressed`]).
+    compressed_ok: bool,
+    /// The last message returned was flagged compressed.
+    last_compressed: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -238,7 +242,20 @@ impl Splitter {
             closed: false,
             msgpack_wait: 0,
             ended: false,
+            compressed_ok: false,
+            last_compressed: false,
         }
+    }
+
+    /// Takes Connect envelopes flagged compressed (their messages are returned as they are,
+    /// [`Splitter::compressed`] says so: the caller decodes them).
+    pub fn take_compressed(&mut self) {
+        self.compressed_ok = true;
+    }
+
+    /// Whether the last message returned was flagged compressed.
+    pub fn compressed(&self) -> bool {
+        self.last_compressed
     }
 
     /// Messages returned so far.
@@ -328,17 +345,22 @@ impl Splitter {
         ))
     }
 
-    /// A Connect envelope: flags 0 (a compressed message, flags 1, needs a message coding the
-    /// gateway does not take; the end-of-stream flag 2 is the server's), then the message.
+    /// A Connect envelope: flags 0, or 1 for a compressed message when taken (the
+    /// end-of-stream flag 2 is the server's), then the message.
     fn next_envelope(&mut self) -> Result<Option<Vec<u8>>, Error> {
         let rest = self.rest();
         let Some(&[flags, a, b, c, d]) = rest.get(..5) else {
             return Ok(None);
         };
         let len = u32::from_be_bytes([a, b, c, d]) as usize;
-        if flags != 0 {
+        if flags > 1 || (flags == 1 && !self.compressed_ok) {
             return Err(self.err(&format!(
-                "envelope flags {flags:#04x}: only uncompressed messages (0x00) are taken"
+                "envelope flags {flags:#04x}: {}",
+                if flags == 1 {
+                    "a compressed message needs a Connect-Content-Encoding"
+                } else {
+                    "only a message (0x00, 0x01 compressed) is taken"
+                }
             )));
         }
         if len > self.max_message {
@@ -349,6 +371,7 @@ impl Splitter {
         };
         let message = message.to_vec();
         self.start += 5 + len;
+        self.last_compressed = flags == 1;
         Ok(Some(message))
     }
 

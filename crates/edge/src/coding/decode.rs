@@ -184,6 +184,30 @@ impl Codec {
     }
 }
 
+/// One compressed message (a Connect stream's, flagged so in its envelope) decoded whole,
+/// refused past `limit` decoded bytes, as a body is.
+pub(crate) fn decode_message(
+    coding: Coding,
+    data: &[u8],
+    limit: usize,
+) -> Result<Vec<u8>, EdgeError> {
+    let corrupt = |e: io::Error| {
+        DecodeError::Corrupt {
+            coding,
+            reason: e.to_string(),
+        }
+        .edge_error()
+        .unwrap_or_else(|| EdgeError::BadRequest(e.to_string()))
+    };
+    let mut codec = Codec::new(coding, limit).map_err(corrupt)?;
+    let written = codec.write(data).and_then(|()| codec.finish());
+    if codec.output().over {
+        return Err(EdgeError::PayloadTooLarge { limit });
+    }
+    written.map_err(corrupt)?;
+    Ok(std::mem::take(&mut codec.output().buf))
+}
+
 /// A request body decoded from its content coding as it arrives, or passed through as it is
 /// (with its size hint) when it has none.
 pub(crate) struct Decoded<B> {

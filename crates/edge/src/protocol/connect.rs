@@ -133,17 +133,21 @@ pub(super) fn negotiate(
                 "a bidirectional stream needs HTTP/2".into(),
             ));
         }
-        if let Some(coding) = head.headers.get(CONTENT_ENCODING)
-            && coding.as_bytes() != b"identity"
-        {
-            return Err(EdgeError::NotImplemented(format!(
-                "Connect-Content-Encoding {:?}: stream messages are taken uncompressed (identity)",
-                String::from_utf8_lossy(coding.as_bytes())
-            )));
-        }
         (streams_in.then_some(inf), Some(outf))
     } else {
         (None, None)
+    };
+    // The coding of a stream's messages flagged compressed (an unknown one refused).
+    let message_coding = match head.headers.get(CONTENT_ENCODING) {
+        Some(coding) if streaming && coding.as_bytes() != b"identity" => {
+            let name = coding.to_str().unwrap_or("");
+            Some(Coding::parse(name).ok_or_else(|| {
+                EdgeError::NotImplemented(format!(
+                    "Connect-Content-Encoding {name:?} is not one the gateway reads (gzip, br, zstd, deflate, identity)"
+                ))
+            })?)
+        }
+        _ => None,
     };
     Ok(Plan {
         request: format,
@@ -154,6 +158,7 @@ pub(super) fn negotiate(
         fallback: false,
         deadline: None,
         enveloped_request: streaming && in_framing.is_none(),
+        message_coding,
     })
 }
 
@@ -549,22 +554,42 @@ fn write_json(value: &serde_json::Value, out: &mut Vec<u8>) {
     out.push(b'}');
 }
 
-/// A server stream's request: one message in an envelope, taken out of it as the body is read.
-pub(crate) fn one_message(body: Bytes) -> Result<Bytes, EdgeError> {
+/// A server stream's request: one message in an envelope, taken out of it as the body is read
+/// (decoded when flagged compressed, in `coding`, under `limit` decoded bytes).
+pub(crate) fn one_message(
+    body: Bytes,
+    coding: Option<Coding>,
+    limit: usize,
+) -> Result<Bytes, EdgeError> {
     let bad = |what: &str| EdgeError::BadRequest(format!("the Connect request stream {what}"));
     let Some(&[flags, a, b, c, d]) = body.get(..5) else {
         return Err(bad("ends inside its envelope's 5-byte prefix"));
     };
-    if flags != 0 {
-        return Err(bad(&format!(
-            "has envelope flags {flags:#04x}: only an uncompressed message (0x00) is taken"
-        )));
-    }
+    let coding = match (flags, coding) {
+        (0, _) => None,
+        (1, Some(coding)) => Some(coding),
+        (1, None) => {
+            return Err(bad(
+                "has a message flagged compressed (0x01) but no Connect-Content-Encoding",
+            ));
+        }
+        _ => {
+            return Err(bad(&format!(
+                "has envelope flags {flags:#04x}: only a message (0x00, 0x01 compressed) is taken"
+            )));
+        }
+    };
     let len = u32::from_be_bytes([a, b, c, d]) as usize;
-    match body.len() - 5 {
-        n if n < len => Err(bad(&format!("ends inside its message: {n} of {len} bytes"))),
-        n if n > len => Err(bad("holds more than the one message a server stream takes")),
-        _ => Ok(body.slice(5..)),
+    let message = match body.len() - 5 {
+        n if n < len => return Err(bad(&format!("ends inside its message: {n} of {len} bytes"))),
+        n if n > len => return Err(bad("holds more than the one message a server stream takes")),
+        _ => body.slice(5..),
+    };
+    match coding {
+        Some(coding) => Ok(Bytes::from(crate::coding::decode::decode_message(
+            coding, &message, limit,
+        )?)),
+        None => Ok(message),
     }
 }
 
@@ -710,15 +735,17 @@ mod tests {
         let mut body = Vec::new();
         transcode::stream::envelope(0, b"\x08\x07", &mut body);
         assert_eq!(
-            one_message(Bytes::from(body.clone())).unwrap().as_ref(),
+            one_message(Bytes::from(body.clone()), None, 100)
+                .unwrap()
+                .as_ref(),
             b"\x08\x07"
         );
         for (cut, words) in [(3, "5-byte prefix"), (6, "1 of 2 bytes")] {
-            let err = one_message(Bytes::copy_from_slice(&body[..cut])).unwrap_err();
+            let err = one_message(Bytes::copy_from_slice(&body[..cut]), None, 100).unwrap_err();
             assert!(err.to_string().contains(words), "{err}");
         }
         body.push(0);
-        assert!(one_message(Bytes::from(body)).is_err());
+        assert!(one_message(Bytes::from(body), None, 100).is_err());
     }
 
     #[test]

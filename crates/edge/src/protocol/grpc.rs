@@ -104,6 +104,7 @@ pub(super) fn negotiate(
         fallback: false,
         deadline: None,
         enveloped_request: false,
+        message_coding: None,
     })
 }
 

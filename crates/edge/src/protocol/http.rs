@@ -75,6 +75,7 @@ pub(super) fn negotiate(
         fallback,
         deadline: None,
         enveloped_request: false,
+        message_coding: None,
     })
 }
 

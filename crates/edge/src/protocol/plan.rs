@@ -29,6 +29,9 @@ pub(crate) struct Plan {
     pub(crate) deadline: Option<Duration>,
     /// The one request message comes in an envelope (a Connect server stream's).
     pub(crate) enveloped_request: bool,
+    /// The coding of request messages flagged compressed in their envelopes (Connect's
+    /// `Connect-Content-Encoding`).
+    pub(crate) message_coding: Option<crate::coding::Coding>,
 }
 
 impl Plan {

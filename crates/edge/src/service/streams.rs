@@ -254,6 +254,7 @@ impl Edge {
             edge: self.clone(),
             input: method.input.clone(),
             framing: plan.in_framing()?,
+            message_coding: plan.message_coding,
             tx,
             idle_limit: client_gone
                 .is_none()
@@ -354,6 +355,8 @@ struct Pump {
     idle_limit: Option<Duration>,
     /// A bidirectional stream's response side, gone when its client is.
     client_gone: Option<oneshot::Receiver<()>>,
+    /// The coding of messages flagged compressed (Connect's `Connect-Content-Encoding`).
+    message_coding: Option<crate::coding::Coding>,
 }
 
 impl Pump {
@@ -369,9 +372,13 @@ impl Pump {
             tx,
             idle_limit,
             mut client_gone,
+            message_coding,
         } = self;
         let config = &edge.config;
         let mut splitter = Splitter::new(framing, config.max_body_bytes);
+        if message_coding.is_some() {
+            splitter.take_compressed();
+        }
         let mut total = 0usize;
         let mut ended = false;
         loop {
@@ -412,6 +419,17 @@ impl Pump {
             }
             while let Some(message) = splitter.next_message().map_err(bad_request)? {
                 let index = splitter.count() - 1;
+                let message = match message_coding {
+                    Some(coding) if splitter.compressed() => crate::coding::decode::decode_message(
+                        coding,
+                        &message,
+                        config.max_body_bytes,
+                    )
+                    .map_err(|e| {
+                        EdgeError::BadRequest(format!("request stream, message {index}: {e}"))
+                    })?,
+                    _ => message,
+                };
                 let bytes = match framing.format() {
                     Format::Protobuf => Bytes::from(message),
                     from => {

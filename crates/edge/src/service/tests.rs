@@ -173,6 +173,7 @@ async fn the_request_set_joins_the_answer_and_the_sunset_verdict() {
         fallback: false,
         deadline: None,
         enveloped_request: false,
+        message_coding: None,
     });
     ctx.noted.verdict = Verdict::Deprecated;
     ctx.noted.dropped.push(transcode::UnknownField {

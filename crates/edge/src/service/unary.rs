@@ -35,7 +35,11 @@ impl Edge {
         )
         .await?;
         let body = if plan.enveloped_request {
-            crate::protocol::connect::one_message(body)?
+            crate::protocol::connect::one_message(
+                body,
+                plan.message_coding,
+                self.config.max_body_bytes,
+            )?
         } else {
             body
         };
