@@ -33,12 +33,6 @@ impl Edge {
         B::Error: std::error::Error + Send + Sync + 'static,
     {
         let protocol = ctx.protocol;
-        // Only a request stream can break after the call left (a whole body is checked first).
-        let fault = matches!(
-            method.streaming,
-            StreamingKind::ClientStreaming | StreamingKind::Bidirectional
-        )
-        .then(|| Arc::new(Fault::default()));
         let limits = grpc::limits(
             method,
             &head.headers,
@@ -50,7 +44,9 @@ impl Edge {
             protocol.relay_headers(&head.headers, plan.deadline, ctx.made_request_id.as_ref());
         ctx.start_call_span(&self.upstreams, &mut headers);
         let (service, path) = (&*method.service, &*method.path);
-        let (answer, latency) = match method.streaming {
+        // Only a request stream can break after the call left (a whole body is checked
+        // first): its failure is kept in `fault`.
+        let (answer, latency, fault) = match method.streaming {
             // One request message: read whole (under the limits, held against the
             // admission's bytes as a converted body is) and sent with the head, on this task.
             StreamingKind::Unary | StreamingKind::ServerStreaming => {
@@ -66,14 +62,16 @@ impl Edge {
                     })?;
                 let body = envelope::whole(body, limits, text)?;
                 let call = self.upstreams.relay_whole(service, path, headers, body);
-                self.call_upstream(method, plan.deadline, None, call).await
+                let (answer, latency) = self.call_upstream(method, plan.deadline, None, call).await;
+                (answer, latency, None)
             }
             // A request stream: relayed as it comes, its envelopes followed on the way.
             StreamingKind::ClientStreaming | StreamingKind::Bidirectional => {
-                let fault = fault.clone().unwrap_or_default();
-                let body = Envelopes::new(body, limits, text, fault);
+                let fault = Arc::new(Fault::default());
+                let body = Envelopes::new(body, limits, text, fault.clone());
                 let call = self.upstreams.relay(service, path, headers, body);
-                self.call_upstream(method, plan.deadline, None, call).await
+                let (answer, latency) = self.call_upstream(method, plan.deadline, None, call).await;
+                (answer, latency, Some(fault))
             }
         };
         ctx.upstream_latency = Some(latency);
