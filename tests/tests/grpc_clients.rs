@@ -247,3 +247,46 @@ async fn compressed_messages_are_relayed_as_they_are() {
         .unwrap();
     assert_eq!(answer, thing);
 }
+
+/// A gRPC-Web server stream over HTTP/1.1 is delivered as it arrives: the first message
+/// reaches the client while the upstream holds the stream open, the trailers frame after.
+#[tokio::test]
+async fn grpc_web_server_streams_are_delivered_as_they_arrive() {
+    use http_body_util::BodyExt;
+    let s = start_library_toml("").await;
+    // WatchRequest{parent: "shelves/1", count: 2}
+    let mut request = vec![0x0a, 9];
+    request.extend_from_slice(b"shelves/1");
+    request.extend_from_slice(&[0x10, 2]);
+    let req = http::Request::post(format!(
+        "http://{}/library.v1.Library/WatchBooks",
+        s.gw.addr
+    ))
+    .header("content-type", "application/grpc-web+proto")
+    .header("x-test-stream", "hold")
+    .body(http_body_util::Full::new(bytes::Bytes::from(envelope(
+        0, &request,
+    ))))
+    .unwrap();
+    let response = Http::h1().open(req).await;
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let patience = Duration::from_secs(30);
+    let first = protogate_tests::within("the first book", patience, body.frame())
+        .await
+        .expect("a frame")
+        .expect("no error")
+        .into_data()
+        .expect("data");
+    // One message, and nothing else (no trailers frame) while the upstream holds the stream.
+    assert_eq!(first[0], 0, "a message first: {first:?}");
+    let len = u32::from_be_bytes([first[1], first[2], first[3], first[4]]) as usize;
+    assert_eq!(first.len(), 5 + len, "{first:?}");
+    s.stats.release.notify_one();
+    let rest = protogate_tests::within("the rest", patience, body.collect())
+        .await
+        .unwrap()
+        .to_bytes();
+    let text = String::from_utf8_lossy(&rest);
+    assert!(text.contains("grpc-status:0"), "{text}");
+}
