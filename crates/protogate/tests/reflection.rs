@@ -640,7 +640,8 @@ fn check_reflect_prints_the_routes_the_upstream_gives() {
                     "/v1/items/{id}",
                     "protogate.test.reflect.Evolving/Echo",
                     "-",
-                    "-"
+                    "-",
+                    "http"
                 ]),
         "{text}"
     );
