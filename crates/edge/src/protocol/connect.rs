@@ -25,7 +25,7 @@ use http_body::{Body, Frame, SizeHint};
 use transcode::stream::{Framing, InFraming};
 use transcode::{Format, StreamingKind};
 
-use super::Plan;
+use super::{Plan, essence};
 use crate::body::ResponseBody;
 use crate::coding::Coding;
 use crate::error::{Code, EdgeError};
@@ -46,14 +46,6 @@ pub(super) fn recognise(head: &::http::request::Parts, content_type: &[u8]) -> O
     let unary_type = essence.eq_ignore_ascii_case(b"application/json")
         || essence.eq_ignore_ascii_case(b"application/proto");
     (unary_type && head.headers.contains_key(PROTOCOL_VERSION)).then_some(false)
-}
-
-fn essence(content_type: &[u8]) -> &[u8] {
-    content_type
-        .split(|&b| b == b';')
-        .next()
-        .unwrap_or_default()
-        .trim_ascii()
 }
 
 /// The HTTP verb a Connect request is routed under: a Connect GET (`?connect=v1`) is the

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use transcode::{Format, Method, StreamingKind};
 
 use super::envelope::{self, Limits};
-use super::{Plan, Protocol};
+use super::{Plan, Protocol, essence};
 use crate::body::ResponseBody;
 use crate::error::{Code, EdgeError};
 
@@ -46,15 +46,6 @@ pub(super) fn recognise(content_type: &[u8]) -> Option<Protocol> {
     } else {
         None
     }
-}
-
-/// The media type without its parameters, trimmed.
-fn essence(content_type: &[u8]) -> &[u8] {
-    content_type
-        .split(|&b| b == b';')
-        .next()
-        .unwrap_or_default()
-        .trim_ascii()
 }
 
 /// negotiate: protobuf both ways (the messages travel as they are); a codec suffix other

@@ -344,6 +344,15 @@ impl Protocol {
     }
 }
 
+/// A Content-Type's media type without its parameters, trimmed.
+fn essence(content_type: &[u8]) -> &[u8] {
+    content_type
+        .split(|&b| b == b';')
+        .next()
+        .unwrap_or_default()
+        .trim_ascii()
+}
+
 /// The protocols that can call `method` at its gRPC path, as `protogate check` lists them:
 /// REST/HTTP, gRPC and Connect every method (Connect also with a GET when the method has no
 /// side effects); gRPC-Web the methods its protocol has (unary and server streams).
