@@ -17,6 +17,11 @@
 //! it (`envelope.rs` follows the envelopes on the way, for the limits and to name a broken
 //! body; gRPC-Web's trailers become a body frame). The request path asks
 //! [`Protocol::relays`] which way a request's messages travel.
+//!
+//! [`Protocol::Connect`] (`connect.rs`) is converted as REST/HTTP is: its unary calls (POST,
+//! or a GET whose message is in the query) and its streams (5-byte envelopes, the
+//! end-of-stream message) in JSON or protobuf, `Connect-Timeout-Ms`, metadata as plain
+//! headers, errors as Connect's error JSON.
 
 use std::time::Duration;
 
@@ -244,6 +249,7 @@ impl Protocol {
     /// `format`) as the body, the HTTP status of the error's code, `grpc-status` and
     /// `grpc-message` headers, and what the error itself adds (`Allow`, `Retry-After`, the
     /// upstream's metadata). gRPC and gRPC-Web: a trailers-only answer (`grpc::error_answer`).
+    /// Connect: its error JSON, or a stream's end-of-stream message (`connect::error_answer`).
     pub fn error_answer(
         self,
         version: ::http::Version,
