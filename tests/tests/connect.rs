@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use protogate_tests::{
-    Http, TempDir, compile_proto, library, metric, start_backend, start_gateway_toml,
-    start_library_toml, workspace,
+    Http, TempDir, metric, start_backend, start_gateway_toml, start_library_toml, workspace,
 };
 use serde_json::{Value, json};
 
 use crate::external;
+use crate::grpc_clients::{descriptor_sets, run_client};
 
 /// The Node.js that runs the client, with its packages installed (`make clients-env`,
 /// `npm ci` in tests/clients); `None` when missing (after the skip line; a failure when
@@ -49,35 +49,17 @@ async fn connect_node_calls_through_every_transport() {
     let (svc, _) = start_gateway_toml("", &format!("http://{}", backend.addr)).await;
     let lib = start_library_toml("").await;
     let dir = TempDir::new("connect-node");
-    let svc_pb = dir.write(
-        "svc.pb",
-        compile_proto("test/svc/v2", "testsvc.proto").to_descriptor_set(),
-    );
-    let lib_pb = dir.write("library.pb", library::schema().to_descriptor_set());
+    let (svc_pb, lib_pb) = descriptor_sets(&dir);
     let script = workspace().join("tests/clients/connect_client.mjs");
     let (svc_addr, lib_addr) = (svc.addr.to_string(), lib.gw.addr.to_string());
-    let out = tokio::task::spawn_blocking(move || {
-        external::output(
-            Command::new("node").arg(script).args([
-                svc_addr.as_ref(),
-                svc_pb.as_os_str(),
-                lib_addr.as_ref(),
-                lib_pb.as_os_str(),
-            ]),
-            None,
-            Duration::from_secs(180),
-        )
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("all checks passed"), "{text}");
+    let mut cmd = Command::new("node");
+    cmd.arg(script).args([
+        svc_addr.as_ref(),
+        svc_pb.as_os_str(),
+        lib_addr.as_ref(),
+        lib_pb.as_os_str(),
+    ]);
+    let text = run_client(cmd, Duration::from_secs(180)).await;
     for transport in [
         "connect-json-h1",
         "connect-json-h2",

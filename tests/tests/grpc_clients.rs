@@ -17,6 +17,36 @@ use protogate_tests::{
 use crate::external;
 use crate::python::python;
 
+/// The backends' descriptor sets, for the client scripts to build their messages from: the
+/// test service's v2 (which knows fields the gateway's v1 lacks) and the library's, in `dir`.
+pub(crate) fn descriptor_sets(dir: &TempDir) -> (std::path::PathBuf, std::path::PathBuf) {
+    let svc = dir.write(
+        "svc.pb",
+        compile_proto("test/svc/v2", "testsvc.proto").to_descriptor_set(),
+    );
+    (
+        svc,
+        dir.write("library.pb", library::schema().to_descriptor_set()),
+    )
+}
+
+/// Runs a client script to its end (off the runtime's threads, killed past `limit`); fails
+/// the test unless it exits 0 having printed `all checks passed`. Returns what it printed.
+pub(crate) async fn run_client(mut cmd: Command, limit: Duration) -> String {
+    let out = tokio::task::spawn_blocking(move || external::output(&mut cmd, None, limit))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("all checks passed"), "{text}");
+    text
+}
+
 /// The test service's backend (v2) behind a gateway with the v1 schema, and the library
 /// service behind another.
 struct Stacks {
@@ -41,35 +71,17 @@ async fn grpcio_calls_every_shape_through_the_gateway() {
     };
     let s = stacks("").await;
     let dir = TempDir::new("grpcio");
-    let svc = dir.write(
-        "svc.pb",
-        compile_proto("test/svc/v2", "testsvc.proto").to_descriptor_set(),
-    );
-    let lib = dir.write("library.pb", library::schema().to_descriptor_set());
+    let (svc, lib) = descriptor_sets(&dir);
     let script = workspace().join("tests/clients/grpcio_client.py");
     let (svc_addr, lib_addr) = (s.svc.1.addr.to_string(), s.library.gw.addr.to_string());
-    let out = tokio::task::spawn_blocking(move || {
-        external::output(
-            Command::new(py).arg(script).args([
-                svc.as_os_str(),
-                svc_addr.as_ref(),
-                lib.as_os_str(),
-                lib_addr.as_ref(),
-            ]),
-            None,
-            Duration::from_secs(120),
-        )
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("all checks passed"), "{text}");
+    let mut cmd = Command::new(py);
+    cmd.arg(script).args([
+        svc.as_os_str(),
+        svc_addr.as_ref(),
+        lib.as_os_str(),
+        lib_addr.as_ref(),
+    ]);
+    run_client(cmd, Duration::from_secs(120)).await;
     // Counted as gRPC, protobuf both ways.
     let metrics = Http::h1().metrics(s.svc.1.addr).await;
     let echo = r#"protogate_requests_total{method="protogate.test.svc.TestService/Echo",request_format="protobuf",response_format="protobuf",code="200",grpc_code="OK",protocol="grpc"}"#;
