@@ -213,7 +213,7 @@ async fn connect_unary_get_and_errors() {
             "",
             400,
             "invalid_argument",
-            "two hex digits",
+            "bad percent-encoding",
         ),
         (
             "GET",

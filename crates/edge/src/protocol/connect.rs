@@ -198,7 +198,13 @@ impl GetQuery {
                         }
                     })
                 }
-                "message" => message = Some(percent_decode(value)?),
+                "message" => {
+                    message = Some(
+                        transcode::rest::percent_decode_bytes(value, false, true).map_err(|e| {
+                            EdgeError::BadRequest(format!("query parameter message: {e}"))
+                        })?,
+                    )
+                }
                 "base64" => base64 = value == "1",
                 "compression" if value != "identity" => {
                     coding = Some(Coding::parse(value).ok_or_else(|| {
@@ -234,39 +240,6 @@ impl GetQuery {
             coding,
         })
     }
-}
-
-/// `%XX` decoded (and `+` as a space, as forms write it).
-fn percent_decode(text: &str) -> Result<Vec<u8>, EdgeError> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = bytes
-                    .get(i + 1..i + 3)
-                    .and_then(|h| std::str::from_utf8(h).ok())
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| {
-                        EdgeError::BadRequest(
-                            "query parameter message: a % not followed by two hex digits".into(),
-                        )
-                    })?;
-                out.push(hex);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// A Connect GET's body: the query's message (its coding, `compression`, applied by the
@@ -695,7 +668,7 @@ mod tests {
             ("encoding=xml&message=x", "encoding=xml"),
             ("message=x", "needs the query parameter encoding"),
             ("encoding=json", "needs the query parameter message"),
-            ("encoding=json&message=%zz", "two hex digits"),
+            ("encoding=json&message=%zz", "bad percent-encoding"),
             ("encoding=proto&base64=1&message=***", "base64url"),
             (
                 "encoding=json&message=x&compression=lzma",

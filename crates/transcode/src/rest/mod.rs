@@ -21,6 +21,7 @@ use prost_reflect::{Cardinality, FieldDescriptor, Kind, MessageDescriptor};
 pub use binding::{Binding, Resolution, Resolved};
 pub use request::RequestBody;
 pub use rules::HttpRule;
+pub use template::percent_decode_bytes;
 pub use template::{Template, Variable};
 
 use crate::{Method, Schema, SchemaError};

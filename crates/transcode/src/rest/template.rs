@@ -194,6 +194,17 @@ pub(crate) fn percent_decode(
     if !s.bytes().any(|b| b == b'%' || (plus_space && b == b'+')) {
         return Ok(s.to_owned());
     }
+    let out = percent_decode_bytes(s, keep_slash, plus_space)?;
+    String::from_utf8(out).map_err(|_| "not UTF-8 once percent-decoded".to_owned())
+}
+
+/// [`percent_decode`] to bytes, which need not be UTF-8 (a binary message in a query, as
+/// Connect's GET sends one).
+pub fn percent_decode_bytes(
+    s: &str,
+    keep_slash: bool,
+    plus_space: bool,
+) -> Result<Vec<u8>, String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -225,7 +236,7 @@ pub(crate) fn percent_decode(
             }
         }
     }
-    String::from_utf8(out).map_err(|_| "not UTF-8 once percent-decoded".to_owned())
+    Ok(out)
 }
 
 /// A path segment against a template literal: equal as sent, or once percent-decoded.
@@ -407,6 +418,12 @@ mod tests {
         assert!(t.variables()[0].decode("%zz").is_err());
         assert!(t.variables()[0].decode("%ff").is_err());
         assert_eq!(percent_decode("a+b%2B", false, true).unwrap(), "a b+");
+        // Bytes need not be UTF-8; the string form refuses them.
+        assert_eq!(
+            percent_decode_bytes("%ff%00+", false, true).unwrap(),
+            [0xff, 0, b' ']
+        );
+        assert!(percent_decode("%ff", false, false).is_err());
     }
 
     #[test]
