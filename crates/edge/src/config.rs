@@ -89,6 +89,11 @@ pub struct EdgeConfig {
     /// Where the schema came from, as `protogate_schema_info{source}` names it: `files`
     /// (default), `reflection`, or `files+reflection`.
     pub schema_source: &'static str,
+    /// Who may call (`[auth]`: bearer tokens, API keys, where they are required); default
+    /// none: every caller is anonymous or self-declared.
+    pub auth: Option<crate::auth::AuthConfig>,
+    /// Per-client rate limits (`[rate_limit]`); default none.
+    pub rate_limit: Option<crate::rate_limit::RateLimitConfig>,
     /// Told of every request naming a method or path the schema lacks (the binary then
     /// asks the upstreams' reflection for a newer schema, at most once per interval).
     pub unknown_method: Option<std::sync::Arc<tokio::sync::Notify>>,
@@ -127,6 +132,8 @@ impl Default for EdgeConfig {
             max_stream_bytes: 64 * 1024 * 1024,
             schema_source: "files",
             unknown_method: None,
+            auth: None,
+            rate_limit: None,
         }
     }
 }

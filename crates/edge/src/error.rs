@@ -147,6 +147,12 @@ pub enum EdgeError {
     Internal(String),
     /// Refused at once because a limit was reached (503 with `Retry-After`).
     Shed(crate::shed::ShedReason),
+    /// Credentials refused, or required and missing (`[auth]`): 401 with a
+    /// `WWW-Authenticate` challenge; the precise reason stays in the debug log.
+    Unauthenticated(crate::auth::Failure),
+    /// The client's budget is spent (`[rate_limit]`): 429 with `Retry-After` and the
+    /// `RateLimit-Policy` / `RateLimit` headers.
+    RateLimited(crate::rate_limit::Decision),
     /// JSON on a method whose JSON is past its sunset or in a brownout (`[[json_sunset]]`):
     /// 406, or 415 when the body was JSON; rendered in JSON whatever was asked.
     JsonRefused {
@@ -195,6 +201,8 @@ impl EdgeError {
             BadUpstreamAnswer(_) => (Code::Internal, StatusCode::BAD_GATEWAY),
             Internal(_) => (Code::Internal, StatusCode::INTERNAL_SERVER_ERROR),
             Shed(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
+            Unauthenticated(_) => (Code::Unauthenticated, StatusCode::UNAUTHORIZED),
+            RateLimited(_) => (Code::ResourceExhausted, StatusCode::TOO_MANY_REQUESTS),
             JsonRefused { json_body, .. } => (
                 Code::FailedPrecondition,
                 if *json_body {
@@ -203,6 +211,30 @@ impl EdgeError {
                     StatusCode::NOT_ACCEPTABLE
                 },
             ),
+        }
+    }
+
+    /// The headers this error's answer carries whatever the protocol: `Retry-After` (a shed
+    /// or rate-limited request), `WWW-Authenticate` (401), `RateLimit-Policy` and
+    /// `RateLimit` (429).
+    pub fn put_headers(&self, headers: &mut http::HeaderMap) {
+        use http::header::{RETRY_AFTER, WWW_AUTHENTICATE};
+        match self {
+            EdgeError::Shed(_) => {
+                headers.insert(RETRY_AFTER, http::HeaderValue::from_static("1"));
+            }
+            EdgeError::Unauthenticated(failure) => {
+                headers.insert(WWW_AUTHENTICATE, failure.challenge());
+            }
+            EdgeError::RateLimited(decision) => {
+                headers.insert(RETRY_AFTER, http::HeaderValue::from(decision.retry_after()));
+                headers.insert(
+                    crate::rate_limit::RATELIMIT_POLICY,
+                    decision.policy_header(),
+                );
+                headers.insert(crate::rate_limit::RATELIMIT, decision.state_header());
+            }
+            _ => {}
         }
     }
 
@@ -243,6 +275,14 @@ impl fmt::Display for EdgeError {
             ),
             DeadlineExceeded => f.write_str("upstream did not answer before the deadline"),
             Upstream(u) => f.write_str(&u.message),
+            Unauthenticated(failure) => f.write_str(failure.message()),
+            RateLimited(d) => write!(
+                f,
+                "this client's rate limit ({} requests a second, bursts of {}) is reached; retry in {} s",
+                d.limit.per_second,
+                d.limit.burst,
+                d.retry_after()
+            ),
             Shed(reason) => {
                 use crate::shed::ShedReason::*;
                 let limit = match reason {

@@ -26,6 +26,7 @@
 //! - `config`: [`EdgeConfig`], the edge's settings as plain data.
 
 mod admission;
+pub mod auth;
 mod body;
 pub mod coding;
 mod config;
@@ -38,6 +39,8 @@ pub mod metrics;
 pub mod migration;
 pub mod negotiate;
 pub mod protocol;
+pub mod rate_limit;
+pub mod selector;
 pub mod server;
 pub mod service;
 mod shed;

@@ -127,6 +127,17 @@ pub struct Metrics {
     pub schema_info: Family<SchemaLabels, Gauge>,
     /// Reloads of the configuration and schema, by result (`ok`, `failed`).
     pub schema_reloads: Family<ResultLabels, Counter>,
+    /// Requests whose credentials were refused (or missing where required), by reason.
+    pub auth_failures: Family<ReasonLabels, Counter>,
+    /// Requests refused by a client's rate limit, by method (no client label: unbounded).
+    pub rate_limited: Family<MethodLabels, Counter>,
+    /// Rate-limit checks the shared backend (Redis) did not answer in time.
+    pub rate_limit_backend_errors: Counter,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -231,7 +242,28 @@ impl Metrics {
             "Reloads of the configuration and schema (SIGHUP, a watched file changed), by result",
             schema_reloads.clone(),
         );
+        let auth_failures = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "protogate_auth_failures",
+            "Requests refused 401: credentials not valid, or required and missing, by reason",
+            auth_failures.clone(),
+        );
+        let rate_limited = Family::<MethodLabels, Counter>::default();
+        registry.register(
+            "protogate_rate_limited",
+            "Requests refused 429 by a client's rate limit, by method",
+            rate_limited.clone(),
+        );
+        let rate_limit_backend_errors = Counter::default();
+        registry.register(
+            "protogate_rate_limit_backend_errors",
+            "Rate-limit checks the shared backend (Redis) did not answer in time; the local bucket decided",
+            rate_limit_backend_errors.clone(),
+        );
         Metrics {
+            auth_failures,
+            rate_limited,
+            rate_limit_backend_errors,
             schema_info,
             schema_reloads,
             json_refused,

@@ -372,6 +372,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
                 link: Some("https://protobuf.dev/programming-guides/proto3/".into()),
                 brownouts: Vec::new(),
                 exempt_clients: Vec::new(),
+                exempt_unverified: false,
             }],
             ..Default::default()
         };

@@ -128,6 +128,7 @@ fn watched_files(args: &ServeArgs, resolved: &Resolved) -> BTreeSet<PathBuf> {
         .iter()
         .chain(&resolved.schema.descriptor_sets)
         .chain(&resolved.schema.protos)
+        .chain(&resolved.jwks_file)
         .map(|p| disk::absolute(p))
         .collect()
 }

@@ -103,6 +103,7 @@ fn scripted() -> (Tracker, SunsetPolicy) {
             link: Some("https://wiki.example/protobuf-migration".into()),
             brownouts: vec![parse_brownout("2027-05-01T10:00:00Z/PT1H").unwrap()],
             exempt_clients: vec!["legacy-billing".into()],
+            exempt_unverified: false,
         },
         SunsetRule {
             selector: "demo.shop.v1.Shop.ListOrders".into(),

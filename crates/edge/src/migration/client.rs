@@ -1,6 +1,7 @@
-//! Who the client is: `x-client-id`, else the configured `client_id_header`,
-//! else the verified mTLS identity, else the User-Agent's product token (`okhttp/4.12.0
-//! (Linux)` → `okhttp`, version `4.12.0`), else `-`.
+//! Who the client is: the verified mTLS identity, else (set by `[auth]`, [`ClientId::verified`])
+//! a verified token's client claim or an API key's client; only without any of them the
+//! client's own word: `x-client-id`, else the configured `client_id_header`, else the
+//! User-Agent's product token (`okhttp/4.12.0 (Linux)` → `okhttp`, version `4.12.0`), else `-`.
 //!
 //! Runs per request, so it borrows: a clean header value is a slice of the header, and only a
 //! value that needs cleaning is copied. Names and versions are trimmed, cut to
@@ -31,15 +32,19 @@ pub struct ClientId<'a> {
     source: Source,
 }
 
-/// Where a client's name came from, in the order [`ClientId::from_request`] looks.
+/// Where a client's name came from, in the order the gateway looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Source {
+    /// The verified identity of the client's TLS certificate.
+    Certificate,
+    /// A verified bearer token's client claim (`[auth]`).
+    Token,
+    /// A verified API key's client (`[[auth.api_keys]]`).
+    ApiKey,
     /// `x-client-id`.
     ClientIdHeader,
     /// The configured `client_id_header`.
     ConfiguredHeader,
-    /// The verified identity of the client's TLS certificate.
-    Certificate,
     /// The User-Agent's first product token.
     UserAgent,
     /// Nothing named the client: `-`.
@@ -47,36 +52,43 @@ pub enum Source {
 }
 
 impl<'a> ClientId<'a> {
-    /// The client of a request. `client_id_header` is the configured header read after
-    /// `x-client-id`; `mtls_identity` the peer's verified certificate identity, if any.
+    /// The client of a request before `[auth]` looked at its credentials:
+    /// `mtls_identity` (the peer's verified certificate identity, if any), else the
+    /// client's own word: `x-client-id`, then `client_id_header`, then the User-Agent.
     pub fn from_request(
         headers: &'a HeaderMap,
         client_id_header: Option<&HeaderName>,
         mtls_identity: Option<&'a str>,
     ) -> ClientId<'a> {
         let header = |name: &HeaderName| headers.get(name).and_then(|v| clean(v.as_bytes()));
-        let named = header(&X_CLIENT_ID)
-            .map(|name| (name, Source::ClientIdHeader))
+        let named = mtls_identity
+            .and_then(|s| clean(s.as_bytes()))
+            .map(|name| (name, Source::Certificate))
+            .or_else(|| header(&X_CLIENT_ID).map(|name| (name, Source::ClientIdHeader)))
             .or_else(|| {
                 client_id_header
                     .and_then(header)
                     .map(|name| (name, Source::ConfiguredHeader))
-            })
-            .or_else(|| {
-                mtls_identity
-                    .and_then(|s| clean(s.as_bytes()))
-                    .map(|name| (name, Source::Certificate))
             });
-        let user_agent = headers.get(USER_AGENT).map(|v| v.as_bytes());
         match named {
             Some((name, source)) => ClientId {
                 name,
-                version: user_agent
-                    .and_then(|ua| product(ua))
-                    .map(|(token, _, _)| Cow::Borrowed(token)),
+                version: ua_token(headers),
                 source,
             },
-            None => ClientId::from_user_agent_bytes(user_agent),
+            None => ClientId::from_user_agent_bytes(headers.get(USER_AGENT).map(|v| v.as_bytes())),
+        }
+    }
+
+    /// A client verified by `[auth]` (a token's claim, an API key's client), its version the
+    /// User-Agent's product token.
+    pub fn verified(name: &str, source: Source, headers: &'a HeaderMap) -> ClientId<'a> {
+        ClientId {
+            name: Cow::Owned(
+                clean(name.as_bytes()).map_or_else(|| UNKNOWN.to_string(), Cow::into_owned),
+            ),
+            version: ua_token(headers),
+            source,
         }
     }
 
@@ -119,14 +131,21 @@ impl<'a> ClientId<'a> {
         self.source
     }
 
-    /// The name, when the client gave one (a header or its certificate) rather than only a
+    /// Whether the gateway verified the name (a certificate, a token, an API key) rather
+    /// than took the client's word for it.
+    pub fn is_verified(&self) -> bool {
+        matches!(
+            self.source,
+            Source::Certificate | Source::Token | Source::ApiKey
+        )
+    }
+
+    /// The name, when the client gave one (credentials or a header) rather than only a
     /// User-Agent.
     pub fn declared(&self) -> Option<&str> {
         match self.source {
-            Source::ClientIdHeader | Source::ConfiguredHeader | Source::Certificate => {
-                Some(&self.name)
-            }
             Source::UserAgent | Source::Unknown => None,
+            _ => Some(&self.name),
         }
     }
 
@@ -146,6 +165,14 @@ impl<'a> ClientId<'a> {
             source: self.source,
         }
     }
+}
+
+/// The User-Agent's first product token in full (`okhttp/4.12.0`): a named client's version.
+fn ua_token(headers: &HeaderMap) -> Option<Cow<'_, str>> {
+    headers
+        .get(USER_AGENT)
+        .and_then(|ua| product(ua.as_bytes()))
+        .map(|(token, _, _)| Cow::Borrowed(token))
 }
 
 /// A header value trimmed, cut to [`MAX_NAME_BYTES`], printable ASCII (else `?`); `None` when
@@ -299,16 +326,25 @@ mod tests {
             ("x-team", b"payments"),
             ("user-agent", b"okhttp/4.12.0 (Linux)"),
         ]);
+        // A verified certificate before anything the client says of itself.
         let c = ClientId::from_request(&all, Some(&configured), Some("spiffe://a/b"));
-        assert_eq!((c.name(), c.version()), ("billing", Some("okhttp/4.12.0")));
-        let no_id = headers(&[("x-team", b"payments"), ("user-agent", b"curl/8.5.0")]);
-        let c = ClientId::from_request(&no_id, Some(&configured), Some("spiffe://a/b"));
-        assert_eq!((c.name(), c.version()), ("payments", Some("curl/8.5.0")));
-        let c = ClientId::from_request(&no_id, None, Some("spiffe://a/b"));
         assert_eq!(
             (c.name(), c.version()),
-            ("spiffe://a/b", Some("curl/8.5.0"))
+            ("spiffe://a/b", Some("okhttp/4.12.0"))
         );
+        assert!(c.is_verified());
+        let c = ClientId::from_request(&all, Some(&configured), None);
+        assert_eq!((c.name(), c.version()), ("billing", Some("okhttp/4.12.0")));
+        assert!(!c.is_verified());
+        let no_id = headers(&[("x-team", b"payments"), ("user-agent", b"curl/8.5.0")]);
+        let c = ClientId::from_request(&no_id, Some(&configured), None);
+        assert_eq!((c.name(), c.version()), ("payments", Some("curl/8.5.0")));
+        let c = ClientId::verified("billing-legacy", Source::ApiKey, &no_id);
+        assert_eq!(
+            (c.name(), c.version(), c.declared()),
+            ("billing-legacy", Some("curl/8.5.0"), Some("billing-legacy"))
+        );
+        assert!(c.is_verified());
         let c = ClientId::from_request(&no_id, None, None);
         assert_eq!((c.name(), c.version()), ("curl", Some("8.5.0")));
         // An empty x-client-id counts as none.

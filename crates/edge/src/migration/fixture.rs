@@ -70,6 +70,7 @@ pub(super) fn scripted() -> (Tracker, SunsetPolicy) {
         link: Some("https://wiki.example/migrate?a=1&b=2".into()),
         brownouts: vec![parse_brownout("2027-05-01T10:00:00Z/PT1H").unwrap()],
         exempt_clients: vec!["legacy-billing".into()],
+        exempt_unverified: false,
     }])
     .unwrap();
     (tracker, policy)

@@ -16,7 +16,7 @@
 //!     "clients": [ { "name", "versions": [ { "version", "requests" } ],
 //!                    "requests", "json_answers", "json_share", "format_mix", "downgrades",
 //!                    "json_refused", "exempt", "protocols", "first_seen", "last_seen",
-//!                    "count_error" } ],
+//!                    "count_error", "verified", "unverified_requests" } ],
 //!     "other": { "requests", "json_answers", "json_share", "format_mix", "downgrades",
 //!                "json_refused", "exempt", "protocols", "evicted_clients" },
 //!     "unknown_fields": [ { "path", "number", "drops", "last_seen",
@@ -107,6 +107,8 @@ fn client_json(c: &ClientReport) -> Value {
     v.insert("first_seen".into(), json!(rfc3339(c.first_seen)));
     v.insert("last_seen".into(), json!(rfc3339(c.last_seen)));
     v.insert("count_error".into(), json!(c.count_error));
+    v.insert("verified".into(), json!(c.unverified == 0));
+    v.insert("unverified_requests".into(), json!(c.unverified));
     Value::Object(v)
 }
 

@@ -26,7 +26,7 @@
 //! ```text
 //! let client = ClientId::from_request(&head.headers, config.client_id_header.as_ref(), None);
 //! if plan.response == Format::Json {
-//!     match policy.decide(&method.full_name, SystemTime::now(), client.name()) {
+//!     match policy.decide(&method.full_name, SystemTime::now(), client.name(), client.is_verified()) {
 //!         JsonDecision::Allowed => {}
 //!         JsonDecision::Deprecated { headers } => { /* headers.apply(answer.headers_mut());
 //!                                                     count Reason::JsonDeprecated */ }

@@ -205,9 +205,17 @@ fn clients(out: &mut String, m: &MethodReport, now: SystemTime) {
         } else {
             String::new()
         };
+        let unverified = if c.unverified > 0 {
+            format!(
+                " <span class=\"unverified\" title=\"{n} requests named this client by its own word (x-client-id, User-Agent), not by a certificate, token or API key\">unverified</span>",
+                n = thousands(c.unverified)
+            )
+        } else {
+            String::new()
+        };
         w!(
             out,
-            "<tr class=\"client-row\" data-client=\"{name}\"><td class=\"client\">{name}</td>\
+            "<tr class=\"client-row\" data-client=\"{name}\"><td class=\"client\">{name}{unverified}</td>\
              <td class=\"versions\">{versions}</td><td class=\"protocols\">{protocols}</td>\
              <td class=\"n\">{req}{error}</td>\
              <td class=\"n\">{json}</td><td>{bar}</td><td>{down}</td><td>{policy}</td>\
@@ -625,6 +633,7 @@ h3{font-size:14px;margin:18px 0 6px;color:var(--muted);text-transform:uppercase;
 code{font:12.5px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 a{color:var(--accent)}
 .meta,.muted,.note,figcaption,footer{color:var(--muted)}
+.unverified{font-size:.75em;border:1px solid var(--muted);border-radius:3px;padding:0 .25em;color:var(--muted)}
 .meta{margin:0 0 14px}
 footer{font-size:12px;padding:16px 20px 28px}
 section{margin:22px 0;padding:18px 20px;background:var(--panel);border:1px solid var(--line);border-radius:10px}
@@ -694,7 +703,8 @@ mod tests {
         // Hooks.
         assert!(html.contains("<section class=\"method\" id=\"m-demo.shop.v1.Shop.GetOrder\" data-method=\"demo.shop.v1.Shop.GetOrder\">"));
         assert!(html.contains("data-method=\"demo.shop.v1.Shop.ListOrders\""));
-        assert!(html.contains("<td class=\"client\">ios</td>"));
+        // Every fixture client named itself: each is marked unverified.
+        assert!(html.contains("<td class=\"client\">ios <span class=\"unverified\" title=\""));
         assert!(html.contains("<svg class=\"json-share-chart\" role=\"img\" aria-label=\"JSON share over the last 24 hours: "));
         assert!(html.contains("<div class=\"sunset\" data-phase=\"deprecated\">"));
         assert!(html.contains("<p class=\"cost\">JSON answers on this method are 2.5× the protobuf bytes and cost 12 µs of gateway CPU each.</p>"));

@@ -57,6 +57,9 @@ pub struct ClientReport {
     pub last_seen: SystemTime,
     /// At most 5, most frequent first.
     pub versions: Vec<(String, u64)>,
+    /// Requests whose name the client gave itself (not verified by a certificate, a token or
+    /// an API key): the row is marked unverified when any.
+    pub unverified: u64,
 }
 
 /// Drops of one unknown field (by path and number).
@@ -169,6 +172,7 @@ impl Tracker {
                         first_seen: r.first_seen,
                         last_seen: r.last_seen,
                         versions: r.versions.sorted(),
+                        unverified: r.unverified,
                     })
                     .collect();
                 clients.sort_by(|a, b| {

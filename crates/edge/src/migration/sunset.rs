@@ -8,11 +8,8 @@
 //! answered in JSON, what to do. Everything here is pure: the time is a parameter.
 //!
 //! # Selectors
-//! A selector is a method's full name (`demo.shop.v1.Shop.GetOrder`; `demo.shop.v1.Shop/GetOrder`
-//! is read the same) or a glob where `*` stands for any run of characters, dots included
-//! (`demo.shop.v1.Shop.*`, `demo.*`, `*`). When several match a method the most specific wins:
-//! an exact name before any glob; among globs, the one with more literal characters, then the
-//! one whose first `*` comes later (`demo.shop.*` before `*.shop.v1`). Two globs still equal
+//! Rules name their methods by selectors ([`crate::selector`]: a full name or a glob; the
+//! most specific matching one wins). Two globs equally specific
 //! that match the same method are ambiguous: [`SunsetPolicy::effective`], given the schema's
 //! methods, refuses them naming both (call it at start-up and in `check`);
 //! [`SunsetPolicy::rule_for`] alone falls back to the earlier rule in the configuration.
@@ -24,13 +21,14 @@
 //! `exempt_clients` is served wherever it would be deprecated or refused ([`JsonDecision::Exempt`],
 //! counted apart) and its answers carry the same headers.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::time::SystemTime;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, LINK};
 
 use super::dates::{Brownout, http_date, rfc3339, unix_secs};
+use crate::selector::{Selector, most_specific};
+pub use crate::selector::{dotted, glob_match};
 
 /// One `[[json_sunset]]` rule as configured (times already parsed with
 /// [`parse_time`](super::parse_time) and [`parse_brownout`](super::parse_brownout)).
@@ -42,8 +40,11 @@ pub struct SunsetRule {
     /// An absolute http(s) URL explaining the migration.
     pub link: Option<String>,
     pub brownouts: Vec<Brownout>,
-    /// Client names ([`ClientId::name`](super::ClientId::name)) served JSON regardless.
+    /// Client names ([`ClientId::name`](super::ClientId::name)) served JSON regardless:
+    /// verified identities only (a certificate, a token, an API key)…
     pub exempt_clients: Vec<String>,
+    /// …or self-declared ones too (`x-client-id`, the User-Agent) when true.
+    pub exempt_unverified: bool,
 }
 
 /// A rule that cannot be used: which one and why.
@@ -73,18 +74,8 @@ pub struct SunsetPolicy {
 #[derive(Debug, Clone)]
 pub struct Rule {
     spec: SunsetRule,
-    /// The selector with `/` read as `.`.
-    pattern: Box<str>,
-    specificity: Specificity,
+    selector: Selector,
     headers: DeprecationHeaders,
-}
-
-/// How specific a selector is; larger wins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Specificity {
-    exact: bool,
-    literals: usize,
-    prefix: usize,
 }
 
 /// The headers a deprecated JSON answer carries, built once per rule.
@@ -233,7 +224,10 @@ impl SunsetPolicy {
         let mut built: Vec<Rule> = Vec::with_capacity(rules.len());
         for spec in rules {
             let rule = Rule::new(spec)?;
-            if let Some(same) = built.iter().find(|r| r.pattern == rule.pattern) {
+            if let Some(same) = built
+                .iter()
+                .find(|r| r.selector.pattern() == rule.selector.pattern())
+            {
                 return Err(PolicyError {
                     selector: format!("{:?} and {:?}", same.spec.selector, rule.spec.selector),
                     message: "two rules with the same selector".into(),
@@ -256,21 +250,21 @@ impl SunsetPolicy {
     /// The rule that governs a method (`pkg.Service.Method` or `pkg.Service/Method`): the
     /// most specific matching selector; among equals, the earlier rule.
     pub fn rule_for(&self, method: &str) -> Option<&Rule> {
-        let mut best: Option<&Rule> = None;
-        for rule in &self.rules {
-            if glob_match(rule.pattern.as_bytes(), method.as_bytes())
-                && best.is_none_or(|b| rule.specificity > b.specificity)
-            {
-                best = Some(rule);
-            }
-        }
-        best
+        most_specific(&self.rules, |r| &r.selector, method)
     }
 
     /// What to do with a request to `method` by `client` that would be answered in JSON.
-    pub fn decide(&self, method: &str, now: SystemTime, client: &str) -> JsonDecision<'_> {
+    /// `verified`: whether the gateway verified the client's name (see
+    /// [`ClientId::is_verified`](super::ClientId::is_verified)).
+    pub fn decide(
+        &self,
+        method: &str,
+        now: SystemTime,
+        client: &str,
+        verified: bool,
+    ) -> JsonDecision<'_> {
         match self.rule_for(method) {
-            Some(rule) => rule.decide(method, now, client),
+            Some(rule) => rule.decide(method, now, client, verified),
             None => JsonDecision::Allowed,
         }
     }
@@ -288,8 +282,8 @@ impl SunsetPolicy {
             };
             if let Some(tie) = self.rules.iter().find(|r| {
                 !std::ptr::eq(*r, best)
-                    && r.specificity == best.specificity
-                    && glob_match(r.pattern.as_bytes(), method.as_bytes())
+                    && r.selector.specificity() == best.selector.specificity()
+                    && r.selector.matches(method)
             }) {
                 return Err(PolicyError {
                     selector: format!("{:?} and {:?}", best.spec.selector, tie.spec.selector),
@@ -313,26 +307,7 @@ impl Rule {
             selector: format!("{:?}", spec.selector),
             message,
         };
-        let selector = spec.selector.trim();
-        if selector.is_empty() {
-            return Err(fail("the selector is empty".into()));
-        }
-        if let Some(c) = selector
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '*' | '/')))
-        {
-            return Err(fail(format!(
-                "{c:?} cannot appear in a selector (a method's full name, or a glob with *)"
-            )));
-        }
-        let pattern: Box<str> = selector.replace('/', ".").into();
-        let literals = pattern.bytes().filter(|&c| c != b'*').count();
-        let prefix = pattern.find('*').unwrap_or(pattern.len());
-        let specificity = Specificity {
-            exact: !pattern.contains('*'),
-            literals,
-            prefix,
-        };
+        let selector = Selector::parse(&spec.selector).map_err(fail)?;
         if spec.deprecation.is_none() && spec.sunset.is_none() {
             return Err(fail(
                 "neither deprecation nor sunset is set: the rule would do nothing".into(),
@@ -394,8 +369,7 @@ impl Rule {
         let headers = headers_of(&spec).map_err(fail)?;
         Ok(Rule {
             spec,
-            pattern,
-            specificity,
+            selector,
             headers,
         })
     }
@@ -438,14 +412,20 @@ impl Rule {
 
     /// What to do with a request to `method` (named in the refusal message) by `client`
     /// that would be answered in JSON.
-    pub fn decide(&self, method: &str, now: SystemTime, client: &str) -> JsonDecision<'_> {
+    pub fn decide(
+        &self,
+        method: &str,
+        now: SystemTime,
+        client: &str,
+        verified: bool,
+    ) -> JsonDecision<'_> {
         let verdict = match self.phase(now) {
             Phase::Before => return JsonDecision::Allowed,
             Phase::Deprecated => Verdict::Deprecated,
             Phase::Brownout { .. } => Verdict::Refused(RefusalReason::Brownout),
             Phase::Sunset => Verdict::Refused(RefusalReason::Sunset),
         };
-        if self.is_exempt(client) {
+        if (verified || self.spec.exempt_unverified) && self.is_exempt(client) {
             return JsonDecision::Exempt {
                 headers: &self.headers,
                 instead: verdict,
@@ -545,39 +525,6 @@ fn check_link(link: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `pkg.Service/Method` as `pkg.Service.Method`, the form selectors and the page use.
-pub fn dotted(method: &str) -> Cow<'_, str> {
-    if method.contains('/') {
-        Cow::Owned(method.replace('/', "."))
-    } else {
-        Cow::Borrowed(method)
-    }
-}
-
-/// Whether `name` matches a glob where `*` stands for any run of characters (`/` in the name
-/// read as `.`). Linear backtracking on the last `*`: O(pattern × name) at worst.
-pub fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
-    let norm = |c: u8| if c == b'/' { b'.' } else { c };
-    let (mut p, mut n) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        if p < pattern.len() && pattern[p] == b'*' {
-            star = Some((p, n));
-            p += 1;
-        } else if p < pattern.len() && norm(pattern[p]) == norm(name[n]) {
-            p += 1;
-            n += 1;
-        } else if let Some((sp, sn)) = star {
-            p = sp + 1;
-            n = sn + 1;
-            star = Some((sp, sn + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&c| c == b'*')
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::dates::{parse_brownout, parse_time};
@@ -597,6 +544,7 @@ mod tests {
             link: Some("https://wiki.example/protobuf-migration".into()),
             brownouts: vec![parse_brownout("2027-05-01T10:00:00Z/PT1H").unwrap()],
             exempt_clients: vec!["legacy-billing".into()],
+            exempt_unverified: false,
         }
     }
 
@@ -642,7 +590,7 @@ mod tests {
     #[test]
     fn decisions_follow_the_dates_and_brownouts() {
         let policy = SunsetPolicy::new(vec![shop_rule()]).unwrap();
-        let at = |s: &str| policy.decide(GET, t(s), "okhttp");
+        let at = |s: &str| policy.decide(GET, t(s), "okhttp", true);
         assert_eq!(at("2026-12-31T23:59:59Z"), JsonDecision::Allowed);
         let JsonDecision::Deprecated { headers } = at("2027-01-01T00:00:00Z") else {
             panic!("deprecated from the deprecation date on");
@@ -692,7 +640,12 @@ mod tests {
              application/x-protobuf: see https://wiki.example/protobuf-migration"
         );
         assert_eq!(
-            policy.decide("demo.other.v1.Other/Get", t("2030-01-01T00:00:00Z"), "x"),
+            policy.decide(
+                "demo.other.v1.Other/Get",
+                t("2030-01-01T00:00:00Z"),
+                "x",
+                true
+            ),
             JsonDecision::Allowed,
             "no rule"
         );
@@ -701,7 +654,7 @@ mod tests {
     #[test]
     fn exempt_clients_are_served_with_the_headers() {
         let policy = SunsetPolicy::new(vec![shop_rule()]).unwrap();
-        let d = policy.decide(GET, t("2026-06-01T00:00:00Z"), "legacy-billing");
+        let d = policy.decide(GET, t("2026-06-01T00:00:00Z"), "legacy-billing", true);
         assert_eq!(d, JsonDecision::Allowed, "nothing to be exempt from yet");
         for (when, instead) in [
             ("2027-02-01T00:00:00Z", Verdict::Deprecated),
@@ -714,7 +667,7 @@ mod tests {
                 Verdict::Refused(RefusalReason::Sunset),
             ),
         ] {
-            let d = policy.decide(GET, t(when), "legacy-billing");
+            let d = policy.decide(GET, t(when), "legacy-billing", true);
             assert_eq!(d.verdict(), Verdict::Exempt, "{when}");
             let JsonDecision::Exempt {
                 headers,
@@ -727,10 +680,27 @@ mod tests {
             assert!(headers.sunset.is_some());
             // Names are compared exactly.
             assert_ne!(
-                policy.decide(GET, t(when), "Legacy-Billing").verdict(),
+                policy
+                    .decide(GET, t(when), "Legacy-Billing", true)
+                    .verdict(),
                 Verdict::Exempt
             );
+            // A name the client gave itself is not enough…
+            assert_eq!(
+                policy
+                    .decide(GET, t(when), "legacy-billing", false)
+                    .verdict(),
+                instead
+            );
         }
+        // …unless the rule says so.
+        let trusting = SunsetPolicy::new(vec![SunsetRule {
+            exempt_unverified: true,
+            ..shop_rule()
+        }])
+        .unwrap();
+        let d = trusting.decide(GET, t("2028-01-01T00:00:00Z"), "legacy-billing", false);
+        assert_eq!(d.verdict(), Verdict::Exempt);
     }
 
     #[test]
@@ -742,11 +712,11 @@ mod tests {
         }])
         .unwrap();
         assert_eq!(
-            policy.decide(GET, t("2027-06-29T00:00:00Z"), "c"),
+            policy.decide(GET, t("2027-06-29T00:00:00Z"), "c", true),
             JsonDecision::Allowed
         );
         let JsonDecision::Refused { message, .. } =
-            policy.decide(GET, t("2027-06-30T00:00:00Z"), "c")
+            policy.decide(GET, t("2027-06-30T00:00:00Z"), "c", true)
         else {
             panic!()
         };
@@ -761,7 +731,7 @@ mod tests {
             ..SunsetRule::default()
         }])
         .unwrap();
-        let d = policy.decide(GET, t("2099-01-01T00:00:00Z"), "c");
+        let d = policy.decide(GET, t("2099-01-01T00:00:00Z"), "c", true);
         assert_eq!(
             d.headers().unwrap().link.as_ref().unwrap(),
             "<http://x.example>; rel=\"deprecation\""

@@ -32,6 +32,9 @@ pub(super) struct Row<C> {
     pub(super) first_seen: SystemTime,
     pub(super) last_seen: SystemTime,
     pub(super) versions: TopK<5>,
+    /// Requests whose client name was its own word, not verified (`x-client-id`, the
+    /// User-Agent): a row with any is marked unverified.
+    pub(super) unverified: u64,
 }
 
 /// A method's client rows: a name index, the rows, and a min-heap of row slots by estimate.
@@ -182,6 +185,7 @@ impl<C: Default> Row<C> {
             first_seen: now,
             last_seen: now,
             versions: TopK::default(),
+            unverified: 0,
         }
     }
 }

@@ -502,6 +502,7 @@ impl Tracker {
                 if let Some(v) = client.version() {
                     r.versions.add(v, || Arc::from(v));
                 }
+                r.unverified += u64::from(!client.is_verified());
                 &r.name
             });
             if row.is_none() {

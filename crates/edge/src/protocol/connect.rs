@@ -444,9 +444,7 @@ pub(super) fn error_answer(
         HeaderValue::from_static("application/json"),
     );
     headers.extend(metadata);
-    if let EdgeError::Shed(_) = err {
-        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    }
+    err.put_headers(headers);
     if let EdgeError::MethodNotAllowed { allow, .. } = err
         && let Ok(v) = HeaderValue::from_str(allow)
     {

@@ -279,11 +279,9 @@ pub(super) fn error_answer(
                 HeaderValue::from_static("identity, gzip, deflate, snappy, zstd"),
             );
         }
-        EdgeError::Shed(_) => {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
         _ => {}
     }
+    err.put_headers(headers);
     response
 }
 

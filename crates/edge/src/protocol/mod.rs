@@ -277,11 +277,9 @@ impl Protocol {
             EdgeError::Upstream(u) => {
                 headers.extend(self.answer_metadata(&u.metadata));
             }
-            EdgeError::Shed(_) => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            }
             _ => {}
         }
+        err.put_headers(headers);
         response
     }
 

@@ -78,7 +78,7 @@ impl Driver {
         conn.head_began();
         let served = builder.serve_connection(
             TokioIo::new(Watched::new(stream, Arc::clone(conn), h1)),
-            service(Arc::clone(conn), live, identity, request_span),
+            service(Arc::clone(conn), live, identity, peer, request_span),
         );
         tokio::pin!(served);
         let mut closing = false;
@@ -130,6 +130,7 @@ fn service(
     conn: Arc<Conn>,
     live: Live,
     identity: Option<PeerIdentity>,
+    peer: SocketAddr,
     request_span: tracing::Span,
 ) -> impl Service<
     http::Request<Incoming>,
@@ -144,6 +145,9 @@ fn service(
         let edge = live.load();
         if let Some(identity) = &identity {
             req.extensions_mut().insert(identity.clone());
+        }
+        if edge.reads_peer() {
+            req.extensions_mut().insert(super::PeerAddr(peer));
         }
         // Draining: the client is told to take its next request elsewhere (a drain that
         // begins while a request is served closes its connection when the listeners do).

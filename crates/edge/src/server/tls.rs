@@ -56,8 +56,7 @@ fn with_alpn(mut config: ServerConfig) -> ServerConfig {
 }
 
 /// The verified identity of a client that presented a certificate, in each request's
-/// extensions: the client key of the downgrade log and the migration report uses it when the
-/// client names itself no other way.
+/// extensions: it names the client before any credential or header does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerIdentity(pub Arc<str>);
 

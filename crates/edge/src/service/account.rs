@@ -1,9 +1,12 @@
 //! Account: the facts about a request that everything counting it reads, each decided here
 //! and only here.
-//! - Who is calling ([`Caller`], by [`Edge::identify`]): `x-client-id`, else the configured
-//!   `client_id_header`, else the verified client certificate, else the User-Agent's product
-//!   token. The migration report, the sunset policy's exemptions, the downgrade log and the
-//!   access log all name the client by it.
+//! - Who is calling ([`Caller`], by [`Edge::identify`] then [`Edge::authenticate`]): the
+//!   verified client certificate, else a verified bearer token's client claim, else an API
+//!   key's client (`[auth]`); only without any of them the client's own word: `x-client-id`,
+//!   else the configured `client_id_header`, else the User-Agent's product token. The
+//!   migration report, the sunset policy's exemptions, the rate limit, the downgrade log, the
+//!   access log and the upstream (`x-protogate-client`, verified identities only) all name the
+//!   client by it.
 //! - What is a downgrade ([`reasons`]): of one rendering (counted in
 //!   `protogate_downgrades_total` and logged, rate-limited, by [`Edge::note_downgrades`]), and
 //!   of the whole request (the migration tracker's and the access log's, [`Edge::account`]).
@@ -12,6 +15,7 @@
 use std::fmt;
 
 use super::*;
+use crate::migration::Source;
 
 /// Who is calling: the request's [`ClientId`] (the migration report's name and version, the
 /// name the sunset policy exempts) and the same identity owned, for logs and streams.
@@ -87,6 +91,76 @@ impl Edge {
         Caller { id, client }
     }
 
+    /// The `[auth]` step, once the method is known: the request's credentials verified (a
+    /// bad one refused whatever the method), the caller named by them unless a client
+    /// certificate already did, and a request without any refused where the method
+    /// requires them.
+    pub(super) async fn authenticate<'s>(
+        &'s self,
+        ctx: &mut RequestCtx<'s>,
+        head: &'s http::request::Parts,
+        method: &Method,
+    ) -> Result<(), EdgeError> {
+        let Some(auth) = &self.auth else {
+            return Ok(());
+        };
+        let refuse = |failure: crate::auth::Failure| {
+            tracing::debug!(method = &*method.full_name, reason = failure.reason.as_str(), detail = %failure.detail, "credentials refused");
+            self.metrics
+                .auth_failures
+                .get_or_create(&crate::metrics::ReasonLabels {
+                    reason: failure.reason.as_str(),
+                })
+                .inc();
+            EdgeError::Unauthenticated(failure)
+        };
+        let verified = auth.verify(&head.headers).await.map_err(refuse)?;
+        if let Some(verified) = &verified
+            && ctx.caller.id.source() != Source::Certificate
+        {
+            let source = match verified.proof {
+                crate::auth::Proof::Token => Source::Token,
+                crate::auth::Proof::ApiKey => Source::ApiKey,
+            };
+            let id = ClientId::verified(&verified.client, source, &head.headers);
+            let client = Client::new(header_str(&head.headers, header::USER_AGENT), id.declared());
+            ctx.caller = Caller { id, client };
+        }
+        if !ctx.caller.id.is_verified() && auth.required(&method.full_name) {
+            return Err(refuse(crate::auth::Failure::new(
+                crate::auth::Reason::Missing,
+                "no credentials".into(),
+            )));
+        }
+        ctx.verified = verified;
+        Ok(())
+    }
+
+    /// The caller as the upstream hears of it: the header naming a verified identity
+    /// (`x-protogate-client`) and the forwarded claims, set here only: whatever the client
+    /// sent under those names is removed first.
+    pub(super) fn put_identity(&self, ctx: &RequestCtx<'_>, metadata: &mut HeaderMap) {
+        metadata.remove(&self.client_header);
+        let Some(auth) = &self.auth else {
+            return;
+        };
+        if let Some(jwt) = &auth.config().jwt {
+            for (_, name) in &jwt.forward_claims {
+                metadata.remove(name);
+            }
+        }
+        if ctx.caller.id.is_verified()
+            && let Ok(name) = HeaderValue::from_str(ctx.caller.id.name())
+        {
+            metadata.insert(self.client_header.clone(), name);
+        }
+        if let Some(verified) = &ctx.verified {
+            for (name, value) in &verified.forwarded {
+                metadata.insert(name.clone(), value.clone());
+            }
+        }
+    }
+
     /// Counts the downgrades of one rendering of a protobuf message as `to`, and logs them
     /// (rate-limited) when `log` (a stream logs its first message's only).
     pub(super) fn note_downgrades(
@@ -134,6 +208,7 @@ impl Edge {
             &method.full_name,
             std::time::SystemTime::now(),
             ctx.caller.id.name(),
+            ctx.caller.id.is_verified(),
         );
         ctx.noted.verdict = decision.verdict();
         match decision {

@@ -45,6 +45,7 @@ use crate::upstream::Upstreams;
 mod account;
 mod admin;
 mod call;
+mod limit;
 mod pipeline;
 mod record;
 mod relay;
@@ -96,6 +97,12 @@ pub struct Edge {
     draining: Arc<std::sync::atomic::AtomicBool>,
     /// A short hash of the schema's FileDescriptorSet (`protogate_schema_info{digest}`).
     digest: Arc<str>,
+    /// `[auth]`, when configured.
+    auth: Option<crate::auth::Auth>,
+    /// `[rate_limit]`, when configured.
+    limiter: Option<crate::rate_limit::RateLimiter>,
+    /// The header the verified identity goes upstream in, never the client's own.
+    client_header: http::HeaderName,
 }
 
 /// What outlives a snapshot: kept by [`Edge::reload`].
@@ -163,6 +170,8 @@ struct RequestCtx<'a> {
     plan: Option<Plan>,
     /// Who is calling (`account.rs`).
     caller: Caller<'a>,
+    /// What `[auth]` verified of the request's credentials (the claims it forwards).
+    verified: Option<Arc<crate::auth::Verified>>,
     /// A streamed answer's final gRPC code, set by the stream when it ends.
     stream_end: Option<Arc<StreamEnd>>,
     /// The request's share of the limits (once admitted); the answer's body keeps it.
@@ -196,6 +205,7 @@ impl Edge {
             method: None,
             plan: None,
             caller: self.identify(head),
+            verified: None,
             stream_end: None,
             ticket: None,
             upstream_latency: None,
@@ -233,13 +243,15 @@ impl RequestCtx<'_> {
         outcome
     }
 
-    /// The metadata that goes upstream with the call: the client's (`upstream_metadata`) and,
-    /// when tracing, the trace context of the call's span, which starts here.
-    fn upstream_metadata(&mut self, upstreams: &Upstreams) -> Result<HeaderMap, EdgeError> {
+    /// The metadata that goes upstream with the call: the client's (`upstream_metadata`),
+    /// the verified identity (`put_identity`) and, when tracing, the trace context of the
+    /// call's span, which starts here.
+    fn upstream_metadata(&mut self, edge: &Edge) -> Result<HeaderMap, EdgeError> {
         let mut metadata = self
             .protocol
             .upstream_metadata(&self.head.headers, self.made_request_id.as_ref())?;
-        self.start_call_span(upstreams, &mut metadata);
+        edge.put_identity(self, &mut metadata);
+        self.start_call_span(&edge.upstreams, &mut metadata);
         Ok(metadata)
     }
 
@@ -416,7 +428,26 @@ impl Edge {
             draining,
             epoch,
         } = lasting;
+        let auth = config.auth.clone().map(crate::auth::Auth::new);
+        if auth.is_some() {
+            for reason in crate::auth::Reason::ALL {
+                let _at_zero = metrics
+                    .auth_failures
+                    .get_or_create(&crate::metrics::ReasonLabels {
+                        reason: reason.as_str(),
+                    });
+            }
+        }
+        let limiter = config
+            .rate_limit
+            .clone()
+            .map(crate::rate_limit::RateLimiter::new);
         Ok(Edge {
+            client_header: auth.as_ref().map_or(crate::auth::CLIENT_HEADER, |a| {
+                a.config().client_header.clone()
+            }),
+            auth,
+            limiter,
             digest: schema_digest(&schema),
             admission,
             schema,
@@ -472,6 +503,12 @@ impl Edge {
 
     pub fn is_draining(&self) -> bool {
         self.draining.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether requests need their peer address ([`crate::server::PeerAddr`]) in their
+    /// extensions: a rate limit keys anonymous clients by it.
+    pub fn reads_peer(&self) -> bool {
+        self.limiter.is_some()
     }
 }
 

@@ -41,6 +41,8 @@ impl Edge {
     /// | head limits       | HTTP/1.1 head size and framing             | `Connection: close` after an error  |
     /// | admission         | `Admission::admit` (+ the upstream's slot) | the ticket rides the answer's body  |
     /// | route             | `route`                                    | —                                   |
+    /// | auth              | credentials verified (`authenticate`)      | —                                   |
+    /// | rate limit        | the caller's budget (`rate_limit`)         | —                                   |
     /// | negotiate         | formats, framings (`Protocol::negotiate`)  | —                                   |
     /// | JSON sunset       | `json_sunset` (account.rs)                 | deprecation headers                 |
     /// | deadline          | the protocol's deadline, capped            | —                                   |
@@ -101,6 +103,8 @@ impl Edge {
             ticket.set_upstream(slot);
         }
         ctx.ticket = Some(ticket);
+        self.authenticate(ctx, head, target.method).await?;
+        self.rate_limit(ctx, head, target.method)?;
         let mut plan = ctx
             .protocol
             .negotiate(head, target, self.config.strict_accept)?;

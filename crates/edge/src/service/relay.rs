@@ -42,6 +42,7 @@ impl Edge {
         let text = matches!(protocol, Protocol::GrpcWeb { text: true });
         let mut headers =
             protocol.relay_headers(&head.headers, plan.deadline, ctx.made_request_id.as_ref());
+        self.put_identity(ctx, &mut headers);
         ctx.start_call_span(&self.upstreams, &mut headers);
         let (service, path) = (&*method.service, &*method.path);
         // Only a request stream can break after the call left (a whole body is checked

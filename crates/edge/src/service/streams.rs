@@ -93,7 +93,7 @@ impl Edge {
             &method.service,
             &method.path,
             futures_util::stream::iter([Some(message)]),
-            ctx.upstream_metadata(&self.upstreams)?,
+            ctx.upstream_metadata(self)?,
             timeout,
         );
         let (opened, latency) = self.call_upstream(method, timeout, sent, call).await;
@@ -132,7 +132,7 @@ impl Edge {
             &method.service,
             &method.path,
             requests,
-            ctx.upstream_metadata(&self.upstreams)?,
+            ctx.upstream_metadata(self)?,
             plan.deadline,
         );
         let call = self.call_upstream(method, plan.deadline, None, call);
@@ -197,7 +197,7 @@ impl Edge {
             &method.service,
             &method.path,
             requests,
-            ctx.upstream_metadata(&self.upstreams)?,
+            ctx.upstream_metadata(self)?,
             plan.deadline,
         );
         let call = self.call_upstream(method, plan.deadline, None, call);

@@ -109,8 +109,8 @@ async fn one_identity_names_the_client_for_every_reader() {
     assert_eq!(caller.id.name(), crate::migration::UNKNOWN);
     assert_eq!(caller.id.source(), Source::Unknown);
     assert_eq!(&*caller.client.user_agent, "-");
-    // The verified certificate, when no header names the client.
-    let mut h = head("POST", GET, &[]);
+    // The verified certificate, before any header naming the client.
+    let mut h = head("POST", GET, &[("x-client-id", "legacy-billing")]);
     h.extensions
         .insert(crate::server::PeerIdentity("spiffe://corp/billing".into()));
     let caller = edge.identify(&h);

@@ -108,7 +108,7 @@ impl Edge {
         ctx.noted.request_conversion = conversion;
 
         // call_upstream
-        let metadata = ctx.upstream_metadata(&self.upstreams)?;
+        let metadata = ctx.upstream_metadata(self)?;
         // A pass-through body is kept (a reference count, no copy) to diagnose a failure;
         // bodies the gateway encoded itself are well-formed and need not be kept.
         let sent = (plan.request == Format::Protobuf).then(|| message.clone());

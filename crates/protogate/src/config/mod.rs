@@ -11,6 +11,7 @@
 //!
 //! Flags override the file; unknown keys in the file are errors.
 
+mod access;
 pub mod raw;
 pub mod resolve;
 mod tables;
@@ -62,5 +63,12 @@ pub(crate) fn load_from(args: ServeArgs, disk: &mut Disk) -> Result<Resolved, Co
         }
         None => FileConfig::default(),
     };
-    resolve(args, file)
+    let resolved = resolve(args, file)?;
+    if let (Some(auth), Some(path)) = (&resolved.edge.auth, &resolved.jwks_file) {
+        let text = disk
+            .read_to_string(path)
+            .map_err(|e| ConfigError(format!("[auth] jwks_file {}: {e}", path.display())))?;
+        access::load_keys(auth, path, &text)?;
+    }
+    Ok(resolved)
 }

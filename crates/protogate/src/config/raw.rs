@@ -80,7 +80,33 @@ pub use crate::duration::parse_duration;
 /// sunset = "2027-06-30T00:00:00Z"            # Sunset header; after it JSON is refused
 /// link = "https://wiki.example/protobuf-migration"
 /// brownouts = ["2027-05-01T10:00:00Z/PT1H"]  # windows where JSON is refused already
-/// exempt_clients = ["legacy-billing"]
+/// exempt_clients = ["legacy-billing"]           # verified identities (mTLS, tokens, keys)
+/// exempt_unverified = false                  # true: x-client-id names count too
+///
+/// [auth]                                     # who may call: bearer tokens, API keys
+/// jwks_file = "jwks.json"                    # the token keys (re-read when it changes)
+/// issuer = "https://idp.example.com/"
+/// audiences = ["protogate"]
+/// leeway = "60s"
+/// client_claim = "sub"                       # names the client
+/// forward_claims = { tenant = "x-tenant" }   # claim → metadata header upstream
+/// required = false                           # true: no credentials, 401
+/// api_key_header = "x-api-key"
+/// identity_header = "x-protogate-client"     # the verified client, sent upstream
+/// [[auth.api_keys]]
+/// client = "billing-legacy"
+/// sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+/// [[auth.rules]]
+/// selector = "grpc.health.v1.*"
+/// required = false
+///
+/// [rate_limit]                               # per client: verified name, else address
+/// per_client = 100                           # requests a second
+/// burst = 200                                # default: per_client
+/// max_clients = 100000                       # buckets kept
+/// [[rate_limit.rules]]
+/// selector = "demo.shop.v1.Shop.PlaceOrder"
+/// per_client = 5
 ///
 /// [otel]                                     # OpenTelemetry export (built with --features otel)
 /// endpoint = "http://127.0.0.1:4317"         # an OTLP/gRPC collector
@@ -164,6 +190,8 @@ pub struct FileConfig {
     pub migration: Option<MigrationFileConfig>,
     #[serde(default)]
     pub json_sunset: Vec<SunsetFileRule>,
+    pub auth: Option<AuthFileConfig>,
+    pub rate_limit: Option<RateLimitFileConfig>,
     pub worker_threads: Option<usize>,
     pub unknown_query_parameters: Option<UnknownQueryConfig>,
     pub tls: Option<TlsFileConfig>,
@@ -229,6 +257,68 @@ pub struct SunsetFileRule {
     pub brownouts: Vec<String>,
     #[serde(default)]
     pub exempt_clients: Vec<String>,
+    /// `exempt_clients` match self-declared names too (default: verified identities only).
+    pub exempt_unverified: Option<bool>,
+}
+
+/// `[auth]`: bearer tokens and API keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthFileConfig {
+    /// The JWKS the tokens are verified with (re-read when it changes).
+    pub jwks_file: Option<PathBuf>,
+    pub issuer: Option<String>,
+    #[serde(default)]
+    pub audiences: Vec<String>,
+    pub leeway: Option<String>,
+    pub client_claim: Option<String>,
+    /// claim → the metadata header it goes upstream in.
+    #[serde(default)]
+    pub forward_claims: BTreeMap<String, String>,
+    pub required: Option<bool>,
+    pub api_key_header: Option<String>,
+    #[serde(default)]
+    pub api_keys: Vec<ApiKeyFileConfig>,
+    #[serde(default)]
+    pub rules: Vec<AuthRuleFileConfig>,
+    /// The header naming the verified client upstream (default `x-protogate-client`).
+    pub identity_header: Option<String>,
+}
+
+/// `[[auth.api_keys]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyFileConfig {
+    pub client: String,
+    pub sha256: String,
+}
+
+/// `[[auth.rules]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthRuleFileConfig {
+    pub selector: String,
+    pub required: bool,
+}
+
+/// `[rate_limit]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitFileConfig {
+    pub per_client: f64,
+    pub burst: Option<u32>,
+    pub max_clients: Option<usize>,
+    #[serde(default)]
+    pub rules: Vec<RateRuleFileConfig>,
+}
+
+/// `[[rate_limit.rules]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateRuleFileConfig {
+    pub selector: String,
+    pub per_client: f64,
+    pub burst: Option<u32>,
 }
 
 /// `[otel]`: OpenTelemetry export.
@@ -357,6 +447,7 @@ impl FileConfig {
             .chain(c.includes.iter_mut())
             .chain(listener_tls)
             .chain(upstream_tls)
+            .chain(c.auth.iter_mut().flat_map(|a| a.jwks_file.iter_mut()))
         {
             if p.is_relative() {
                 *p = base.join(&*p);

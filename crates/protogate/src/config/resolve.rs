@@ -49,6 +49,8 @@ pub struct Resolved {
     /// Runtime threads; 0 = one per available CPU.
     pub worker_threads: usize,
     pub edge: edge::EdgeConfig,
+    /// `[auth] jwks_file`: read at each load, watched.
+    pub jwks_file: Option<PathBuf>,
 }
 
 /// The schema from the upstreams' server reflection: what to ask, and how often.
@@ -110,6 +112,7 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         upstream_options: upstream_options(&file)?,
         worker_threads: args.worker_threads.or(file.worker_threads).unwrap_or(0),
         edge,
+        jwks_file: file.auth.as_ref().and_then(|a| a.jwks_file.clone()),
     })
 }
 
@@ -514,6 +517,12 @@ fn edge_config(
         schema_source,
         // Set by `serve` when the schema comes from reflection.
         unknown_method: None,
+        auth: file.auth.as_ref().map(super::access::auth).transpose()?,
+        rate_limit: file
+            .rate_limit
+            .as_ref()
+            .map(super::access::rate_limit)
+            .transpose()?,
     };
     check_limits(&edge)?;
     Ok(edge)

@@ -143,6 +143,7 @@ impl SunsetFileRule {
                 .map(|b| parse_brownout(b).map_err(|e| fail("brownouts", &e)))
                 .collect::<Result<_, _>>()?,
             exempt_clients: self.exempt_clients.clone(),
+            exempt_unverified: self.exempt_unverified.unwrap_or(false),
             selector: selector.clone(),
         })
     }

@@ -1,0 +1,177 @@
+//! `[auth]` and `[rate_limit]` resolved: who may call, and how often. The key set of
+//! `jwks_file` is read by [`load_from`](super::load_from) (as every file, once per load);
+//! here it is only named.
+
+use std::time::Duration;
+
+use edge::auth::{ApiKey, AuthConfig, AuthRule, Jwks, JwtConfig, KeySet};
+use edge::rate_limit::{Limit, RateLimitConfig, RateRule};
+use edge::selector::Selector;
+use tonic::codegen::http::HeaderName;
+
+use super::ConfigError;
+use super::raw::{AuthFileConfig, RateLimitFileConfig, duration};
+
+/// `[auth]` as the edge's settings; the key set empty until `load_from` reads `jwks_file`.
+pub(super) fn auth(file: &AuthFileConfig) -> Result<AuthConfig, ConfigError> {
+    let fail = |m: String| ConfigError(format!("[auth] {m}"));
+    let defaults = AuthConfig::default();
+    let header = |key: &str, name: &Option<String>, default: HeaderName| match name {
+        None => Ok(default),
+        Some(n) => HeaderName::from_bytes(n.trim().to_ascii_lowercase().as_bytes())
+            .map_err(|_| fail(format!("{key} {n:?} is not a header name"))),
+    };
+    let jwt = match &file.jwks_file {
+        Some(_) => Some(jwt(file).map_err(fail)?),
+        None => {
+            let token_keys = [
+                ("issuer", file.issuer.is_some()),
+                ("audiences", !file.audiences.is_empty()),
+                ("leeway", file.leeway.is_some()),
+                ("client_claim", file.client_claim.is_some()),
+                ("forward_claims", !file.forward_claims.is_empty()),
+            ];
+            if let Some((key, _)) = token_keys.iter().find(|(_, set)| *set) {
+                return Err(fail(format!(
+                    "{key} is set but jwks_file is not: tokens need the keys they are verified with"
+                )));
+            }
+            None
+        }
+    };
+    let api_keys = file
+        .api_keys
+        .iter()
+        .map(|k| {
+            ApiKey::new(&k.client, &k.sha256)
+                .map_err(|m| fail(format!("api_keys (client {:?}): {m}", k.client)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let rules = file
+        .rules
+        .iter()
+        .map(|r| {
+            Ok(AuthRule {
+                selector: Selector::parse(&r.selector)
+                    .map_err(|m| fail(format!("rules {:?}: {m}", r.selector)))?,
+                required: r.required,
+            })
+        })
+        .collect::<Result<Vec<_>, ConfigError>>()?;
+    let config = AuthConfig {
+        api_key_header: header(
+            "api_key_header",
+            &file.api_key_header,
+            defaults.api_key_header,
+        )?,
+        client_header: header(
+            "identity_header",
+            &file.identity_header,
+            defaults.client_header,
+        )?,
+        required: file.required.unwrap_or(false),
+        jwt,
+        api_keys,
+        rules,
+    };
+    if config.jwt.is_none() && config.api_keys.is_empty() {
+        return Err(fail(
+            "verifies nothing: set jwks_file (bearer tokens) or [[auth.api_keys]]".into(),
+        ));
+    }
+    Ok(config)
+}
+
+fn jwt(file: &AuthFileConfig) -> Result<JwtConfig, String> {
+    let mut forward_claims = Vec::new();
+    for (claim, header) in &file.forward_claims {
+        let name = HeaderName::from_bytes(header.trim().to_ascii_lowercase().as_bytes())
+            .map_err(|_| format!("forward_claims.{claim}: {header:?} is not a header name"))?;
+        if !edge::auth::may_forward(&name) {
+            return Err(format!(
+                "forward_claims.{claim}: {header:?} is a header of HTTP or gRPC itself"
+            ));
+        }
+        forward_claims.push((claim.clone(), name));
+    }
+    let client_claim = file.client_claim.clone().unwrap_or_else(|| "sub".into());
+    if client_claim.trim().is_empty() {
+        return Err("client_claim is empty".into());
+    }
+    if file.audiences.iter().any(|a| a.is_empty()) {
+        return Err("audiences holds an empty string".into());
+    }
+    Ok(JwtConfig {
+        keys: Jwks::new(KeySet::default(), None),
+        issuer: file.issuer.clone(),
+        audiences: file.audiences.clone(),
+        leeway: duration(file.leeway.as_deref(), "leeway", Duration::from_secs(60))
+            .map_err(|e| e.0)?,
+        client_claim,
+        forward_claims,
+    })
+}
+
+/// The keys of `jwks_file`, put in force in `config`'s key set.
+pub(super) fn load_keys(
+    config: &AuthConfig,
+    path: &std::path::Path,
+    text: &str,
+) -> Result<(), ConfigError> {
+    let fail = |m: String| ConfigError(format!("[auth] jwks_file {}: {m}", path.display()));
+    let (set, skipped) = KeySet::parse(text.as_bytes()).map_err(fail)?;
+    for why in &skipped {
+        tracing::warn!(file = %path.display(), "a key of the key set is left out: {why}");
+    }
+    if set.is_empty() {
+        return Err(fail("holds no key tokens can be verified with".into()));
+    }
+    if let Some(jwt) = &config.jwt {
+        jwt.keys.store(set);
+    }
+    Ok(())
+}
+
+/// `[rate_limit]` as the edge's settings.
+pub(super) fn rate_limit(file: &RateLimitFileConfig) -> Result<RateLimitConfig, ConfigError> {
+    let fail = |m: String| ConfigError(format!("[rate_limit] {m}"));
+    let default = limit(file.per_client, file.burst).map_err(fail)?;
+    let rules = file
+        .rules
+        .iter()
+        .map(|r| {
+            let at = |m: String| fail(format!("rules {:?}: {m}", r.selector));
+            Ok(RateRule {
+                selector: Selector::parse(&r.selector).map_err(at)?,
+                limit: limit(r.per_client, r.burst).map_err(at)?,
+            })
+        })
+        .collect::<Result<Vec<_>, ConfigError>>()?;
+    let max_clients = file
+        .max_clients
+        .unwrap_or(edge::rate_limit::DEFAULT_MAX_CLIENTS);
+    if max_clients == 0 {
+        return Err(fail("max_clients must be at least 1".into()));
+    }
+    Ok(RateLimitConfig {
+        default,
+        rules,
+        max_clients,
+    })
+}
+
+fn limit(per_client: f64, burst: Option<u32>) -> Result<Limit, String> {
+    if !(per_client.is_finite() && per_client > 0.0 && per_client <= 1e9) {
+        return Err(format!(
+            "per_client = {per_client}: requests a second, more than 0 (0.5: one every 2 s)"
+        ));
+    }
+    if burst == Some(0) {
+        return Err("burst must be at least 1".into());
+    }
+    let burst = burst.unwrap_or(per_client.ceil() as u32).max(1);
+    Ok(Limit {
+        per_second: per_client,
+        burst,
+    })
+}
