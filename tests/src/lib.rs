@@ -483,7 +483,9 @@ pub fn try_config_from_toml(
 ) -> Result<protogate::config::Resolved, protogate::config::ConfigError> {
     let file = protogate::config::FileConfig::parse(toml, dir)?;
     // No flag: `serve --config FILE` alone (the flags' defaults, as `protogate::check_config`).
-    protogate::config::resolve(Default::default(), file)
+    let resolved = protogate::config::resolve(Default::default(), file)?;
+    protogate::config::read_keys(&resolved, |path| std::fs::read_to_string(path))?;
+    Ok(resolved)
 }
 
 /// A test gateway's configuration file: what every one says (`listen` on 127.0.0.1:0,

@@ -7,6 +7,7 @@
 mod external;
 
 mod admin;
+mod auth;
 mod balancing;
 mod compression;
 mod connect;

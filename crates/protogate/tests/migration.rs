@@ -390,12 +390,12 @@ fn the_json_sunset_policy_before_during_and_after() {
         rule("demo.shop.v1.Shop.CreateOrder", DAY, 2 * DAY, ""),
         // Deprecated, sunset tomorrow.
         rule("demo.shop.v1.Shop.GetOrder", -DAY, DAY, ""),
-        // Past its sunset, one client exempt.
+        // Past its sunset, one client exempt (by the name it gives itself: no [auth] here).
         rule(
             "demo.shop.v1.Shop.ListOrders",
             -2 * DAY,
             -DAY,
-            "exempt_clients = [\"legacy-billing\"]",
+            "exempt_clients = [\"legacy-billing\"]\nexempt_unverified = true",
         ),
         // Deprecated, in a brownout now (an hour from a minute ago).
         rule(

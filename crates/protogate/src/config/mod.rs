@@ -64,11 +64,20 @@ pub(crate) fn load_from(args: ServeArgs, disk: &mut Disk) -> Result<Resolved, Co
         None => FileConfig::default(),
     };
     let resolved = resolve(args, file)?;
+    read_keys(&resolved, |path| disk.read_to_string(path))?;
+    Ok(resolved)
+}
+
+/// The key set of `[auth] jwks_file`, read by `read` and put in force in the resolved
+/// configuration's (nothing without one).
+pub fn read_keys(
+    resolved: &Resolved,
+    read: impl FnOnce(&Path) -> std::io::Result<String>,
+) -> Result<(), ConfigError> {
     if let (Some(auth), Some(path)) = (&resolved.edge.auth, &resolved.jwks_file) {
-        let text = disk
-            .read_to_string(path)
+        let text = read(path)
             .map_err(|e| ConfigError(format!("[auth] jwks_file {}: {e}", path.display())))?;
         access::load_keys(auth, path, &text)?;
     }
-    Ok(resolved)
+    Ok(())
 }

@@ -95,7 +95,7 @@ pub use crate::duration::parse_duration;
 /// identity_header = "x-protogate-client"     # the verified client, sent upstream
 /// [[auth.api_keys]]
 /// client = "billing-legacy"
-/// sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+/// sha256 = "c1d91a32657cef85a2805dab9d0984628abaeb7de20109d9d212c1fc861ef013"
 /// [[auth.rules]]
 /// selector = "grpc.health.v1.*"
 /// required = false
