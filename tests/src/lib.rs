@@ -515,7 +515,16 @@ pub async fn start_gateway_toml_in(
     upstream: &str,
 ) -> (Running, Arc<edge::Edge>) {
     let resolved = config_from_toml(&gateway_toml(upstream, V1_PROTO, toml), dir);
+    start_key_fetch(&resolved).await;
     start_resolved(v1_schema(), resolved)
+}
+
+/// As `serve` does, the token keys of an `[auth] jwks_url` fetched once (a failure is a
+/// warning), then kept fresh by a task of their own.
+async fn start_key_fetch(resolved: &protogate::config::Resolved) {
+    protogate::jwks::start(resolved)
+        .await
+        .unwrap_or_else(|e| panic!("the jwks_url fetcher: {e}"));
 }
 
 /// [`start_gateway_toml`] with another schema: `schema`, compiled from `proto` (under
@@ -527,6 +536,7 @@ pub async fn start_gateway_toml_with(
     upstream: &str,
 ) -> (Running, Arc<edge::Edge>) {
     let resolved = config_from_toml(&gateway_toml(upstream, proto, toml), workspace());
+    start_key_fetch(&resolved).await;
     start_resolved(schema, resolved)
 }
 

@@ -11,11 +11,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use protogate_tests::tls::{self, Ca};
 use protogate_tests::{Http, TempDir, start_backend, start_gateway_toml_in};
 use serde_json::{Value, json};
 
@@ -133,11 +136,16 @@ fn sha256_hex(key: &str) -> String {
 
 /// `[auth]` on a JWKS file, one API key, Metadata requiring credentials; `more` after it.
 fn config(more: &str) -> String {
+    config_keys("jwks_file = \"jwks.json\"", more)
+}
+
+/// [`config`] with the keys from `keys` (`jwks_file = …`, or `jwks_url = …` and the rest).
+fn config_keys(keys: &str, more: &str) -> String {
     format!(
         r#"
 access_log = true
 [auth]
-jwks_file = "jwks.json"
+{keys}
 issuer = "https://idp.test/"
 audiences = ["protogate", "other"]
 leeway = "5s"
@@ -503,4 +511,154 @@ burst = 1
         );
         assert!(metrics.contains(&line), "{line}\n{metrics}");
     }
+}
+
+/// A P-256 key made by rcgen: its signing key and its JWK under `kid`.
+fn ec_key(kid: &str) -> (EncodingKey, Value) {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let point = key.public_key_raw();
+    let jwk = json!({"kty": "EC", "kid": kid, "crv": "P-256",
+        "x": B64.encode(&point[1..33]), "y": B64.encode(&point[33..])});
+    (EncodingKey::from_ec_der(&key.serialize_der()), jwk)
+}
+
+/// An HTTPS server of one JWKS document (503 while it is empty), counting the fetches.
+struct JwksServer {
+    addr: std::net::SocketAddr,
+    doc: Arc<Mutex<String>>,
+    fetches: Arc<AtomicUsize>,
+}
+
+impl JwksServer {
+    async fn start(ca: &Ca) -> JwksServer {
+        let acceptor =
+            tokio_rustls::TlsAcceptor::from(Arc::new(tls::server_config(&ca.server("jwks"), None)));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let doc = Arc::new(Mutex::new(String::new()));
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let (d, f) = (doc.clone(), fetches.clone());
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, d, f) = (acceptor.clone(), d.clone(), f.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(move |_req| {
+                        f.fetch_add(1, Ordering::SeqCst);
+                        let body = d.lock().unwrap().clone();
+                        let status = if body.is_empty() { 503 } else { 200 };
+                        async move {
+                            Ok::<_, std::convert::Infallible>(
+                                hyper::Response::builder()
+                                    .status(status)
+                                    .header("content-type", "application/jwk-set+json")
+                                    .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                                    .unwrap(),
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        JwksServer { addr, doc, fetches }
+    }
+
+    fn serve(&self, keys: &[&Value]) {
+        *self.doc.lock().unwrap() = json!({ "keys": keys }).to_string();
+    }
+
+    fn fetches(&self) -> usize {
+        self.fetches.load(Ordering::SeqCst)
+    }
+}
+
+/// Polls `check` until it holds, under the tests' 30 s deadline.
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn keys_from_a_url_are_fetched_again_for_a_new_kid_and_rotate() {
+    let dir = TempDir::new("auth-jwks-url");
+    let ca = Ca::new("idp-ca");
+    ca.write(&dir, "idp-ca");
+    let server = JwksServer::start(&ca).await;
+    let (k1, jwk1) = ec_key("k1");
+    let (k2, jwk2) = ec_key("k2");
+    let (k3, _) = ec_key("k3");
+    server.serve(&[&jwk1]);
+    let backend = start_backend().await;
+    let upstream = format!("http://{}", backend.addr);
+    let keys = |refresh: &str| {
+        format!(
+            "jwks_url = \"https://127.0.0.1:{}/jwks.json\"\njwks_ca = \"idp-ca.pem\"\njwks_refresh = \"{refresh}\"",
+            server.addr.port()
+        )
+    };
+    let http = Http::h1();
+    let status = async |gw: std::net::SocketAddr, key: &EncodingKey, kid: &str| {
+        let token = sign(Algorithm::ES256, kid, key, &claims("gina", json!({})));
+        post(
+            &http,
+            gw,
+            METADATA,
+            &[("authorization", &format!("Bearer {token}"))],
+        )
+        .await
+        .status
+    };
+
+    // Fetched at start; not again for an hour but when a token names a new kid, and then at
+    // most once an hour.
+    let (slow, _) =
+        start_gateway_toml_in(dir.path(), &config_keys(&keys("1h"), ""), &upstream).await;
+    assert_eq!(server.fetches(), 1, "fetched at start");
+    assert_eq!(status(slow.addr, &k1, "k1").await, 200);
+    server.serve(&[&jwk1, &jwk2]);
+    // (The request waits up to 2 s for the fetch; a slower one is in force soon after.)
+    until("a new kid fetched", async || {
+        status(slow.addr, &k2, "k2").await == 200
+    })
+    .await;
+    assert_eq!(server.fetches(), 2);
+    for _ in 0..10 {
+        assert_eq!(status(slow.addr, &k3, "k3").await, 401);
+    }
+    assert_eq!(
+        server.fetches(),
+        2,
+        "unknown kids do not make the gateway ask again"
+    );
+
+    // Fetched every 200 ms: a key that leaves the set takes its tokens with it; a fetch that
+    // fails keeps the keys in force.
+    let (fast, _) =
+        start_gateway_toml_in(dir.path(), &config_keys(&keys("200ms"), ""), &upstream).await;
+    assert_eq!(status(fast.addr, &k1, "k1").await, 200);
+    server.serve(&[&jwk2]);
+    until("k1's tokens refused once it left the set", async || {
+        status(fast.addr, &k1, "k1").await == 401
+    })
+    .await;
+    assert_eq!(status(fast.addr, &k2, "k2").await, 200);
+    *server.doc.lock().unwrap() = String::new();
+    let before = server.fetches();
+    until("two failed fetches", async || {
+        server.fetches() >= before + 2
+    })
+    .await;
+    assert_eq!(
+        status(fast.addr, &k2, "k2").await,
+        200,
+        "the keys in force stay"
+    );
 }

@@ -22,6 +22,7 @@ mod convert;
 pub mod demo;
 mod disk;
 mod duration;
+pub mod jwks;
 mod listen;
 mod logging;
 #[cfg(feature = "otel")]

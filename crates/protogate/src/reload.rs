@@ -78,6 +78,10 @@ impl Fixed {
             ("worker_threads", text(&resolved.worker_threads)),
             ("log_format", text(&resolved.log_format)),
             ("[otel]", text(&resolved.otel)),
+            (
+                "[auth] jwks_url, jwks_refresh, jwks_ca",
+                text(&resolved.jwks_url),
+            ),
             // edge::Edge::new: what every snapshot shares.
             (
                 "max_concurrent_requests",
@@ -119,6 +123,26 @@ impl Fixed {
             .filter(|(now, before)| now.1 != before.1)
             .map(|(now, _)| now.0)
             .collect()
+    }
+}
+
+/// The key set of a configuration's bearer tokens.
+fn jwt_keys(resolved: &Resolved) -> Option<Arc<edge::auth::Jwks>> {
+    let jwt = resolved.edge.auth.as_ref()?.jwt.as_ref()?;
+    Some(Arc::clone(&jwt.keys))
+}
+
+/// A reloaded configuration whose keys come from a URL verifies with the keys the fetcher
+/// started at start-up keeps (a changed `jwks_url` is a restart's, named as such).
+fn keep_fetched_keys(resolved: &mut Resolved, fetched: Option<&Arc<edge::auth::Jwks>>) {
+    if resolved.jwks_url.is_none() {
+        return;
+    }
+    if let (Some(keys), Some(jwt)) = (
+        fetched,
+        resolved.edge.auth.as_mut().and_then(|a| a.jwt.as_mut()),
+    ) {
+        jwt.keys = Arc::clone(keys);
     }
 }
 
@@ -194,6 +218,8 @@ pub fn spawn(
     // report the same error at every `schema_refresh`.
     let mut good = first.clone();
     let mut broken = false;
+    // The key set a jwks_url is fetched into (run.rs): every snapshot verifies with it.
+    let fetched_keys = first.jwks_url.as_ref().and_then(|_| jwt_keys(first));
     tokio::spawn(async move {
         let mut next_refresh = Instant::now() + refresh.unwrap_or_default();
         let mut last_unknown: Option<Instant> = None;
@@ -232,8 +258,9 @@ pub fn spawn(
             } else {
                 let quiet = unchanged && in_force;
                 match config::load_from(args.clone(), &mut disk) {
-                    Ok(resolved) => {
+                    Ok(mut resolved) => {
                         broken = false;
+                        keep_fetched_keys(&mut resolved, fetched_keys.as_ref());
                         match prepare_tls(tls.as_ref(), tls_in_force.as_ref(), &resolved) {
                             Ok(prepared) => {
                                 let apply = prepared.zip(tls.clone());

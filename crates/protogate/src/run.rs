@@ -49,6 +49,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         if resolved.reflection.is_some() {
             resolved.edge.unknown_method = Some(unknown_method.clone());
         }
+        // The token keys of a jwks_url: fetched once now (a failure is a warning), then kept
+        // fresh in a task of their own; every snapshot shares them (reload.rs).
+        let _jwks = crate::jwks::start(&resolved).await?;
         let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge.clone()).map_err(|e| ConfigError(e.to_string()))?);
         let live = edge::Live::new(edge);
         // Before the "listening" lines: the files are watched from then on.

@@ -281,25 +281,7 @@ impl UpstreamTlsCache {
 }
 
 fn client_config(uri: &str, files: &UpstreamFiles) -> Result<ClientConfig, ConfigError> {
-    let roots = match &files.ca {
-        Some(ca) => roots(&read(ca, "ca")?, ca, "ca")?,
-        None => {
-            let found = rustls_native_certs::load_native_certs();
-            let mut roots = RootCertStore::empty();
-            let (added, _) = roots.add_parsable_certificates(found.certs);
-            if added == 0 {
-                return Err(ConfigError(format!(
-                    "upstream {uri:?}: no ca is set and the system has no CA certificates{}; set ca",
-                    found
-                        .errors
-                        .first()
-                        .map(|e| format!(" ({e})"))
-                        .unwrap_or_default()
-                )));
-            }
-            Arc::new(roots)
-        }
-    };
+    let roots = root_store(files.ca.as_deref(), &format!("upstream {uri:?}"), "ca")?;
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| ConfigError(format!("upstream {uri:?}: {e}")))?
@@ -326,9 +308,35 @@ fn client_config(uri: &str, files: &UpstreamFiles) -> Result<ClientConfig, Confi
     }
 }
 
+/// The roots a server's certificate is checked against: the PEM file `ca` (the setting
+/// `setting`), else the system's; `whose` names the server in the error.
+pub(crate) fn root_store(
+    ca: Option<&Path>,
+    whose: &str,
+    setting: &str,
+) -> Result<Arc<RootCertStore>, ConfigError> {
+    if let Some(ca) = ca {
+        return roots(&read(ca, setting)?, ca, setting);
+    }
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        return Err(ConfigError(format!(
+            "{whose}: no {setting} is set and the system has no CA certificates{}; set {setting}",
+            found
+                .errors
+                .first()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        )));
+    }
+    Ok(Arc::new(roots))
+}
+
 /// rustls's ring provider, named rather than taken from the process default (which rustls
 /// cannot choose when a dependency enables a second provider).
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 

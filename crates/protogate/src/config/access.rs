@@ -21,19 +21,26 @@ pub(super) fn auth(file: &AuthFileConfig) -> Result<AuthConfig, ConfigError> {
         Some(n) => HeaderName::from_bytes(n.trim().to_ascii_lowercase().as_bytes())
             .map_err(|_| fail(format!("{key} {n:?} is not a header name"))),
     };
-    let jwt = match &file.jwks_file {
-        Some(_) => Some(jwt(file).map_err(fail)?),
-        None => {
+    let jwt = match (&file.jwks_file, &file.jwks_url) {
+        (Some(_), Some(_)) => {
+            return Err(fail(
+                "jwks_file and jwks_url are both set: the keys come from one of them".into(),
+            ));
+        }
+        (Some(_), None) | (None, Some(_)) => Some(jwt(file).map_err(fail)?),
+        (None, None) => {
             let token_keys = [
                 ("issuer", file.issuer.is_some()),
                 ("audiences", !file.audiences.is_empty()),
                 ("leeway", file.leeway.is_some()),
                 ("client_claim", file.client_claim.is_some()),
                 ("forward_claims", !file.forward_claims.is_empty()),
+                ("jwks_refresh", file.jwks_refresh.is_some()),
+                ("jwks_ca", file.jwks_ca.is_some()),
             ];
             if let Some((key, _)) = token_keys.iter().find(|(_, set)| *set) {
                 return Err(fail(format!(
-                    "{key} is set but jwks_file is not: tokens need the keys they are verified with"
+                    "{key} is set but neither jwks_file nor jwks_url: tokens need the keys they are verified with"
                 )));
             }
             None
@@ -76,7 +83,8 @@ pub(super) fn auth(file: &AuthFileConfig) -> Result<AuthConfig, ConfigError> {
     };
     if config.jwt.is_none() && config.api_keys.is_empty() {
         return Err(fail(
-            "verifies nothing: set jwks_file (bearer tokens) or [[auth.api_keys]]".into(),
+            "verifies nothing: set jwks_file or jwks_url (bearer tokens), or [[auth.api_keys]]"
+                .into(),
         ));
     }
     Ok(config)
@@ -101,8 +109,12 @@ fn jwt(file: &AuthFileConfig) -> Result<JwtConfig, String> {
     if file.audiences.iter().any(|a| a.is_empty()) {
         return Err("audiences holds an empty string".into());
     }
+    let refetch = match &file.jwks_url {
+        Some(_) => Some(refresh(file)?),
+        None => None,
+    };
     Ok(JwtConfig {
-        keys: Jwks::new(KeySet::default(), None),
+        keys: Jwks::new(KeySet::default(), refetch),
         issuer: file.issuer.clone(),
         audiences: file.audiences.clone(),
         leeway: duration(file.leeway.as_deref(), "leeway", Duration::from_secs(60))
@@ -110,6 +122,41 @@ fn jwt(file: &AuthFileConfig) -> Result<JwtConfig, String> {
         client_claim,
         forward_claims,
     })
+}
+
+fn refresh(file: &AuthFileConfig) -> Result<Duration, String> {
+    let every = duration(
+        file.jwks_refresh.as_deref(),
+        "jwks_refresh",
+        Duration::from_secs(300),
+    )
+    .map_err(|e| e.0)?;
+    if every < Duration::from_millis(100) {
+        return Err(format!("jwks_refresh {every:?} is below 100ms"));
+    }
+    Ok(every)
+}
+
+/// `jwks_url` and how it is fetched, checked: https only.
+pub(super) fn jwks_source(
+    file: &AuthFileConfig,
+) -> Result<Option<crate::jwks::JwksSource>, ConfigError> {
+    let Some(url) = &file.jwks_url else {
+        return Ok(None);
+    };
+    let fail = |m: String| ConfigError(format!("[auth] jwks_url {url:?}: {m}"));
+    let uri: tonic::codegen::http::Uri = url.parse().map_err(|e| fail(format!("{e}")))?;
+    if uri.scheme_str() != Some("https") || uri.host().is_none() {
+        return Err(fail(
+            "must be an https:// URL (the keys every token is checked with must not be open to tampering)"
+                .into(),
+        ));
+    }
+    Ok(Some(crate::jwks::JwksSource {
+        url: url.clone(),
+        refresh: refresh(file).map_err(|m| ConfigError(format!("[auth] {m}")))?,
+        ca: file.jwks_ca.clone(),
+    }))
 }
 
 /// The keys of `jwks_file`, put in force in `config`'s key set.

@@ -84,7 +84,10 @@ pub use crate::duration::parse_duration;
 /// exempt_unverified = false                  # true: x-client-id names count too
 ///
 /// [auth]                                     # who may call: bearer tokens, API keys
-/// jwks_file = "jwks.json"                    # the token keys (re-read when it changes)
+/// jwks_file = "jwks.json"                    # the token keys (re-read when it changes), or:
+/// # jwks_url = "https://idp.example.com/.well-known/jwks.json"
+/// # jwks_refresh = "5m"                      # fetched again this often
+/// # jwks_ca = "tls/idp-ca.pem"               # default: the system's roots
 /// issuer = "https://idp.example.com/"
 /// audiences = ["protogate"]
 /// leeway = "60s"
@@ -265,8 +268,13 @@ pub struct SunsetFileRule {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthFileConfig {
-    /// The JWKS the tokens are verified with (re-read when it changes).
+    /// The JWKS the tokens are verified with (re-read when it changes)…
     pub jwks_file: Option<PathBuf>,
+    /// …or fetched over https, again every `jwks_refresh` (default 5m), its server's
+    /// certificate checked against `jwks_ca` (default: the system's roots).
+    pub jwks_url: Option<String>,
+    pub jwks_refresh: Option<String>,
+    pub jwks_ca: Option<PathBuf>,
     pub issuer: Option<String>,
     #[serde(default)]
     pub audiences: Vec<String>,
@@ -447,7 +455,11 @@ impl FileConfig {
             .chain(c.includes.iter_mut())
             .chain(listener_tls)
             .chain(upstream_tls)
-            .chain(c.auth.iter_mut().flat_map(|a| a.jwks_file.iter_mut()))
+            .chain(
+                c.auth
+                    .iter_mut()
+                    .flat_map(|a| a.jwks_file.iter_mut().chain(a.jwks_ca.iter_mut())),
+            )
         {
             if p.is_relative() {
                 *p = base.join(&*p);

@@ -51,6 +51,8 @@ pub struct Resolved {
     pub edge: edge::EdgeConfig,
     /// `[auth] jwks_file`: read at each load, watched.
     pub jwks_file: Option<PathBuf>,
+    /// `[auth] jwks_url`: fetched by `crate::jwks`, from the start on.
+    pub jwks_url: Option<crate::jwks::JwksSource>,
 }
 
 /// The schema from the upstreams' server reflection: what to ask, and how often.
@@ -113,6 +115,12 @@ pub fn resolve(args: ServeArgs, file: FileConfig) -> Result<Resolved, ConfigErro
         worker_threads: args.worker_threads.or(file.worker_threads).unwrap_or(0),
         edge,
         jwks_file: file.auth.as_ref().and_then(|a| a.jwks_file.clone()),
+        jwks_url: file
+            .auth
+            .as_ref()
+            .map(super::access::jwks_source)
+            .transpose()?
+            .flatten(),
     })
 }
 
