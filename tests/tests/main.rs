@@ -21,6 +21,7 @@ mod observability;
 mod openapi;
 mod promises;
 mod python;
+mod redis;
 mod reload;
 mod rest;
 mod shedding;

@@ -318,6 +318,8 @@ pub enum SetupError {
     Cors(String),
     /// A `[[json_sunset]]` rule that cannot work (or two that tie on a method).
     Sunset(crate::migration::PolicyError),
+    /// `[rate_limit] redis` cannot be used, and why.
+    RateLimit(String),
 }
 
 impl fmt::Display for SetupError {
@@ -336,6 +338,7 @@ impl fmt::Display for SetupError {
             ),
             SetupError::Cors(why) => f.write_str(why),
             SetupError::Sunset(e) => write!(f, "{e}"),
+            SetupError::RateLimit(why) => write!(f, "[rate_limit] redis: {why}"),
             SetupError::NoStatus => f.write_str(
                 "the schema lacks google.rpc.Status and the bundled copy could not be added",
             ),

@@ -3,12 +3,13 @@
 //! name it gives itself could change at every request), per method rule. The bucket is GCRA
 //! (the generic cell rate algorithm: one "theoretical arrival time" per key, the token bucket
 //! in one number), kept in a bounded LRU here ([`Local`]) or, shared by every replica, in
-//! Redis (`redis.rs`) with this one as the fallback when Redis does not answer.
+//! Redis (`shared.rs`) with this one as the fallback when Redis does not answer.
 //!
 //! Over the limit: 429 with `Retry-After` and the IETF `RateLimit-Policy` / `RateLimit`
 //! headers (draft-ietf-httpapi-ratelimit-headers), RESOURCE_EXHAUSTED in the protocol's form.
 
 mod gcra;
+mod shared;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue};
 
 pub use gcra::Local;
+pub use shared::{RedisConfig, Shared};
 
 use crate::selector::{Selector, most_specific};
 
@@ -37,6 +39,8 @@ pub struct RateLimitConfig {
     pub rules: Vec<RateRule>,
     /// Buckets kept at most (least recently used out first).
     pub max_clients: usize,
+    /// One budget per client for the fleet, in Redis (default: each replica its own).
+    pub redis: Option<RedisConfig>,
 }
 
 /// A rate: `per_second` requests a second on average, `burst` at once.
@@ -122,12 +126,35 @@ fn header(text: String) -> HeaderValue {
 pub struct RateLimiter {
     config: RateLimitConfig,
     local: Local,
+    shared: Option<Shared>,
+    /// When the last backend warning was logged (ms after `epoch`; 0: never).
+    warned: std::sync::atomic::AtomicU64,
+    /// Until when (ms after `epoch`) Redis is not asked, after a failure.
+    skip_until: std::sync::atomic::AtomicU64,
+    epoch: std::time::Instant,
 }
 
+/// At most one warning per this long that Redis did not decide.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+/// After Redis failed to decide, the local buckets decide alone this long before Redis is
+/// asked again: in an outage a request waits `redis_timeout` at most twice a second, not
+/// every time.
+const SKIP_AFTER_FAILURE: Duration = Duration::from_millis(500);
+
 impl RateLimiter {
-    pub fn new(config: RateLimitConfig) -> RateLimiter {
+    /// The limiter of `config`; a Redis URL that does not parse is an error (the connection
+    /// itself is made on first use).
+    pub fn new(config: RateLimitConfig) -> Result<RateLimiter, String> {
         let local = Local::new(config.max_clients);
-        RateLimiter { config, local }
+        let shared = config.redis.as_ref().map(Shared::new).transpose()?;
+        Ok(RateLimiter {
+            config,
+            local,
+            shared,
+            warned: std::sync::atomic::AtomicU64::new(0),
+            skip_until: std::sync::atomic::AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
+        })
     }
 
     pub fn config(&self) -> &RateLimitConfig {
@@ -150,10 +177,63 @@ impl RateLimiter {
         }
     }
 
-    /// Spends one request of `who`'s budget for `method`.
-    pub fn check(&self, method: &str, who: Who) -> Decision {
+    /// Spends one request of `who`'s budget for `method`: in Redis when shared (an error
+    /// when it did not decide in time: the local bucket decided instead), else here.
+    pub async fn check(&self, method: &str, who: Who) -> (Decision, Option<String>) {
         let (policy, limit) = self.limit_of(method);
-        self.local
-            .check(Key { policy, who }, limit, tokio::time::Instant::now())
+        let mut failure = None;
+        if let Some(shared) = &self.shared {
+            use std::sync::atomic::Ordering;
+            let now = self.epoch.elapsed().as_millis() as u64;
+            if now < self.skip_until.load(Ordering::Relaxed) {
+                failure = Some("Redis failed a moment ago; not asked again yet".to_owned());
+            } else {
+                match shared.check(&self.redis_key(policy, &who), limit).await {
+                    Ok(decision) => return (decision, None),
+                    Err(e) => {
+                        // Requests meanwhile do not wait for a Redis that just failed.
+                        let until = self.epoch.elapsed().as_millis() as u64;
+                        self.skip_until.store(
+                            until + SKIP_AFTER_FAILURE.as_millis() as u64,
+                            Ordering::Relaxed,
+                        );
+                        failure = Some(e);
+                    }
+                }
+            }
+        }
+        let decision = self
+            .local
+            .check(Key { policy, who }, limit, tokio::time::Instant::now());
+        (decision, failure)
+    }
+
+    /// Whether a backend failure should be logged now (at most once per [`WARN_EVERY`]).
+    pub fn should_warn(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let now = self.epoch.elapsed().as_millis() as u64 + 1;
+        let last = self.warned.load(Ordering::Relaxed);
+        (last == 0 || now.saturating_sub(last) >= WARN_EVERY.as_millis() as u64)
+            && self
+                .warned
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// The bucket's key in Redis: the policy by its selector (the same on every replica
+    /// with the same configuration), then whose.
+    fn redis_key(&self, policy: u16, who: &Who) -> String {
+        let rule = match policy {
+            0 => "default",
+            i => self
+                .config
+                .rules
+                .get(usize::from(i) - 1)
+                .map_or("default", |r| r.selector.pattern()),
+        };
+        match who {
+            Who::Client(name) => format!("protogate:rl:{rule}:c:{name}"),
+            Who::Peer(ip) => format!("protogate:rl:{rule}:ip:{ip}"),
+        }
     }
 }

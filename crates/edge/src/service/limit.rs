@@ -5,7 +5,7 @@ use super::*;
 use crate::rate_limit::Who;
 
 impl Edge {
-    pub(super) fn rate_limit(
+    pub(super) async fn rate_limit(
         &self,
         ctx: &RequestCtx<'_>,
         head: &http::request::Parts,
@@ -22,7 +22,13 @@ impl Edge {
                 None => Who::Peer(std::net::Ipv6Addr::UNSPECIFIED.into()),
             }
         };
-        let decision = limiter.check(&method.full_name, who);
+        let (decision, failure) = limiter.check(&method.full_name, who).await;
+        if let Some(failure) = failure {
+            self.metrics.rate_limit_backend_errors.inc();
+            if limiter.should_warn() {
+                tracing::warn!(error = %failure, "the rate limit's Redis did not decide; this replica's own budgets do until it does (said at most every 10 s)");
+            }
+        }
         if decision.allowed {
             return Ok(());
         }

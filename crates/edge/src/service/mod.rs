@@ -441,7 +441,9 @@ impl Edge {
         let limiter = config
             .rate_limit
             .clone()
-            .map(crate::rate_limit::RateLimiter::new);
+            .map(crate::rate_limit::RateLimiter::new)
+            .transpose()
+            .map_err(SetupError::RateLimit)?;
         Ok(Edge {
             client_header: auth.as_ref().map_or(crate::auth::CLIENT_HEADER, |a| {
                 a.config().client_header.clone()

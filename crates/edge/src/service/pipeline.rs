@@ -104,7 +104,7 @@ impl Edge {
         }
         ctx.ticket = Some(ticket);
         self.authenticate(ctx, head, target.method).await?;
-        self.rate_limit(ctx, head, target.method)?;
+        self.rate_limit(ctx, head, target.method).await?;
         let mut plan = ctx
             .protocol
             .negotiate(head, target, self.config.strict_accept)?;

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use edge::auth::{ApiKey, AuthConfig, AuthRule, Jwks, JwtConfig, KeySet};
-use edge::rate_limit::{Limit, RateLimitConfig, RateRule};
+use edge::rate_limit::{Limit, RateLimitConfig, RateRule, RedisConfig};
 use edge::selector::Selector;
 use tonic::codegen::http::HeaderName;
 
@@ -179,8 +179,12 @@ pub(super) fn load_keys(
     Ok(())
 }
 
-/// `[rate_limit]` as the edge's settings.
-pub(super) fn rate_limit(file: &RateLimitFileConfig) -> Result<RateLimitConfig, ConfigError> {
+/// `[rate_limit]` as the edge's settings; `top` for the CA (and client certificate) a
+/// `rediss://` server is checked with, the upstreams' (`ca`, `client_cert`, `client_key`).
+pub(super) fn rate_limit(
+    file: &RateLimitFileConfig,
+    top: &super::FileConfig,
+) -> Result<RateLimitConfig, ConfigError> {
     let fail = |m: String| ConfigError(format!("[rate_limit] {m}"));
     let default = limit(file.per_client, file.burst).map_err(fail)?;
     let rules = file
@@ -204,6 +208,55 @@ pub(super) fn rate_limit(file: &RateLimitFileConfig) -> Result<RateLimitConfig, 
         default,
         rules,
         max_clients,
+        redis: file
+            .redis
+            .as_ref()
+            .map(|url| redis(url, file, top))
+            .transpose()?,
+    })
+}
+
+/// `[rate_limit] redis` checked: its scheme, its timeout, the files of `rediss://`.
+fn redis(
+    url: &str,
+    file: &RateLimitFileConfig,
+    top: &super::FileConfig,
+) -> Result<RedisConfig, ConfigError> {
+    let fail = |m: String| ConfigError(format!("[rate_limit] redis {url:?}: {m}"));
+    let tls = url.starts_with("rediss://");
+    if !(tls || url.starts_with("redis://")) {
+        return Err(fail(
+            "must be redis://host:port or rediss://host:port".into(),
+        ));
+    }
+    let timeout = duration(
+        file.redis_timeout.as_deref(),
+        "redis_timeout",
+        Duration::from_millis(20),
+    )?;
+    if timeout.is_zero() {
+        return Err(ConfigError(
+            "[rate_limit] redis_timeout must be more than 0".into(),
+        ));
+    }
+    let read = |path: &std::path::Path, key: &str| {
+        std::fs::read(path).map_err(|e| fail(format!("{key} {}: {e}", path.display())))
+    };
+    let (root_cert, client_cert) = if tls {
+        let root = top.ca.as_deref().map(|p| read(p, "ca")).transpose()?;
+        let client = match (&top.client_cert, &top.client_key) {
+            (Some(cert), Some(key)) => Some((read(cert, "client_cert")?, read(key, "client_key")?)),
+            _ => None,
+        };
+        (root, client)
+    } else {
+        (None, None)
+    };
+    Ok(RedisConfig {
+        url: url.to_owned(),
+        timeout,
+        root_cert,
+        client_cert,
     })
 }
 

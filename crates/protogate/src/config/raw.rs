@@ -107,6 +107,8 @@ pub use crate::duration::parse_duration;
 /// per_client = 100                           # requests a second
 /// burst = 200                                # default: per_client
 /// max_clients = 100000                       # buckets kept
+/// redis = "redis://127.0.0.1:6379"           # one budget for the fleet (rediss://: TLS, ca)
+/// redis_timeout = "20ms"                     # slower: this replica's own budget decides
 /// [[rate_limit.rules]]
 /// selector = "demo.shop.v1.Shop.PlaceOrder"
 /// per_client = 5
@@ -318,6 +320,10 @@ pub struct RateLimitFileConfig {
     pub max_clients: Option<usize>,
     #[serde(default)]
     pub rules: Vec<RateRuleFileConfig>,
+    /// `redis://host:port` or `rediss://…`: one budget per client for the whole fleet.
+    pub redis: Option<String>,
+    /// How long a Redis check may take before the replica's own bucket decides (default 20ms).
+    pub redis_timeout: Option<String>,
 }
 
 /// `[[rate_limit.rules]]`.

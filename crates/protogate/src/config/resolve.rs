@@ -529,7 +529,7 @@ fn edge_config(
         rate_limit: file
             .rate_limit
             .as_ref()
-            .map(super::access::rate_limit)
+            .map(|r| super::access::rate_limit(r, file))
             .transpose()?,
     };
     check_limits(&edge)?;
