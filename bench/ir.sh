@@ -28,6 +28,10 @@
 #                 (default 40000); IR_WARMUP  before counting (default 500)
 #   IR_TLS=1      the gateway listens with TLS (a P-256 certificate made by openssl)
 #   IR_ENDPOINTS  N > 1: the upstream is a list of N URLs of the one backend
+#   IR_AUTH       jwt: [auth] required, every request with an RS256 bearer token (2048-bit key
+#                 made by openssl, its JWKS in a file); jwt-nocache: the same with
+#                 token_cache = 0 (every signature checked); apikey: an API key instead
+#   IR_RATE_LIMIT=1  [rate_limit] on, a budget no request exhausts (the bucket's cost)
 #   IR_BUILD=0    skip `cargo build`
 # Needs valgrind, perf (linux-perf), h2load (nghttp2-client), openssl for IR_TLS.
 set -euo pipefail
@@ -85,13 +89,41 @@ taskset -c 0 "$BACKEND" --listen 127.0.0.1:0 > "$OUT/backend.out" 2> "$OUT/backe
 BACKEND_PID=$!
 BACKEND_ADDR=$(wait_for "$OUT/backend.out" '[0-9.]+:[0-9]+' $BACKEND_PID)
 ARGS=(serve --proto proto/bench/bench.proto -I proto/bench --listen 127.0.0.1:0 --worker-threads 1)
+CONFIG=$OUT/gateway.toml
+: > "$CONFIG"
 if ((ENDPOINTS > 1)); then
   urls=$(for _ in $(seq "$ENDPOINTS"); do printf '"http://%s", ' "$BACKEND_ADDR"; done)
-  printf 'upstream = [%s]\n' "${urls%, }" > "$OUT/endpoints.toml"
-  ARGS+=(--config "$OUT/endpoints.toml")
+  printf 'upstream = [%s]\n' "${urls%, }" >> "$CONFIG"
 else
   ARGS+=(--upstream "http://$BACKEND_ADDR")
 fi
+# Every request's credentials (IR_AUTH).
+CREDENTIALS=()
+b64url() { python3 -c 'import base64, sys; sys.stdout.write(base64.urlsafe_b64encode(sys.stdin.buffer.read()).rstrip(b"=").decode())'; }
+case ${IR_AUTH:-} in
+  '') ;;
+  jwt|jwt-nocache)
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$OUT/jwt.key" 2>/dev/null
+    n=$(openssl rsa -in "$OUT/jwt.key" -noout -modulus | cut -d= -f2 | python3 -c 'import sys; sys.stdout.buffer.write(bytes.fromhex(sys.stdin.read().strip()))' | b64url)
+    printf '{"keys":[{"kty":"RSA","kid":"bench","alg":"RS256","use":"sig","n":"%s","e":"AQAB"}]}' "$n" > "$OUT/jwks.json"
+    header=$(printf '{"alg":"RS256","typ":"JWT","kid":"bench"}' | b64url)
+    payload=$(printf '{"sub":"bench-client","iss":"https://idp.bench/","aud":"protogate","exp":%d}' $(($(date +%s) + 86400)) | b64url)
+    signature=$(printf '%s.%s' "$header" "$payload" | openssl dgst -sha256 -sign "$OUT/jwt.key" | b64url)
+    CREDENTIALS=(-H "authorization: Bearer $header.$payload.$signature")
+    printf '[auth]\njwks_file = "jwks.json"\nissuer = "https://idp.bench/"\naudiences = ["protogate"]\nrequired = true\n' >> "$CONFIG"
+    [[ $IR_AUTH == jwt-nocache ]] && echo 'token_cache = 0' >> "$CONFIG"
+    ;;
+  apikey)
+    CREDENTIALS=(-H "x-api-key: bench-key-0123456789")
+    printf '[auth]\nrequired = true\n[[auth.api_keys]]\nclient = "bench"\nsha256 = "%s"\n' \
+      "$(printf bench-key-0123456789 | sha256sum | cut -d' ' -f1)" >> "$CONFIG"
+    ;;
+  *) die "IR_AUTH=$IR_AUTH: not one of jwt jwt-nocache apikey" ;;
+esac
+if [[ ${IR_RATE_LIMIT:-0} == 1 ]]; then
+  printf '[rate_limit]\nper_client = 1000000000\n' >> "$CONFIG"
+fi
+[[ -s $CONFIG ]] && ARGS+=(--config "$CONFIG")
 SCHEME=http
 if [[ ${IR_TLS:-0} == 1 ]]; then
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
@@ -113,7 +145,7 @@ load() {
     *) die "format $1: not one of json protobuf grpc connect-proto connect-json" ;;
   esac
   [[ $2 == h1 ]] && how=(--h1 -c 16 -m 1)
-  taskset -c 0 h2load "${how[@]}" -n "$3" -d "$BODY.$body" "${headers[@]}" \
+  taskset -c 0 h2load "${how[@]}" -n "$3" -d "$BODY.$body" "${headers[@]}" ${CREDENTIALS[@]+"${CREDENTIALS[@]}"} \
     "$4/bench.v1.BenchService/$METHOD" > "$OUT/load.txt"
   grep -q "$3 succeeded" "$OUT/load.txt" || die "not every request succeeded: $(grep requests: "$OUT/load.txt")"
 }

@@ -10,7 +10,7 @@ use lru::LruCache;
 
 use super::Verified;
 
-/// Tokens kept at most (at ~1 KiB a token, a few MiB).
+/// Tokens kept by default (`token_cache`; at ~1 KiB a token, a few MiB).
 pub const CAPACITY: usize = 4096;
 
 struct Entry {

@@ -4,8 +4,9 @@
 //! (`service/account.rs`): a verified client certificate, else a token's client claim, else
 //! an API key's client; only without any of them the client's own `x-client-id`.
 //!
-//! Verified tokens are kept (by their text, bounded, until they expire or the key set
-//! changes): a token's signature is checked once, not on every request it comes with.
+//! Verified tokens are kept (by their text, bounded by `token_cache`, until they expire or
+//! the key set changes): a token's signature is checked once, not on every request it comes
+//! with.
 
 pub mod api_key;
 mod cache;
@@ -54,6 +55,8 @@ pub struct AuthConfig {
     pub rules: Vec<AuthRule>,
     /// The header the verified identity goes upstream in (default `x-protogate-client`).
     pub client_header: HeaderName,
+    /// Verified tokens kept (default 4,096; 0: every token's signature checked every time).
+    pub token_cache: usize,
 }
 
 impl Default for AuthConfig {
@@ -65,6 +68,7 @@ impl Default for AuthConfig {
             required: false,
             rules: Vec::new(),
             client_header: CLIENT_HEADER,
+            token_cache: cache::CAPACITY,
         }
     }
 }
@@ -184,14 +188,14 @@ pub struct Verified {
 /// `[auth]` in force: the settings and the verified tokens kept.
 pub struct Auth {
     config: AuthConfig,
-    cache: cache::TokenCache,
+    cache: Option<cache::TokenCache>,
 }
 
 impl Auth {
     pub fn new(config: AuthConfig) -> Auth {
         Auth {
+            cache: (config.token_cache > 0).then(|| cache::TokenCache::new(config.token_cache)),
             config,
-            cache: cache::TokenCache::new(cache::CAPACITY),
         }
     }
 
@@ -236,7 +240,11 @@ impl Auth {
     async fn token(&self, jwt: &JwtConfig, token: &str) -> Result<Arc<Verified>, Failure> {
         let now = unix_now();
         let generation = jwt.keys.generation();
-        if let Some(hit) = self.cache.get(token, now, generation) {
+        if let Some(hit) = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.get(token, now, generation))
+        {
             return Ok(hit);
         }
         let claims = jwt.verify(token).await?;
@@ -245,12 +253,11 @@ impl Auth {
             proof: Proof::Token,
             forwarded: claims.forwarded,
         });
-        self.cache.put(
-            token,
-            Arc::clone(&verified),
-            claims.valid_until,
-            jwt.keys.generation(),
-        );
+        // Under the generation read before the check: a set swapped meanwhile makes the
+        // entry stale at once rather than keep a token a removed key verified.
+        if let Some(cache) = &self.cache {
+            cache.put(token, Arc::clone(&verified), claims.valid_until, generation);
+        }
         Ok(verified)
     }
 }

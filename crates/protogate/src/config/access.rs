@@ -77,6 +77,7 @@ pub(super) fn auth(file: &AuthFileConfig) -> Result<AuthConfig, ConfigError> {
             defaults.client_header,
         )?,
         required: file.required.unwrap_or(false),
+        token_cache: file.token_cache.unwrap_or(defaults.token_cache),
         jwt,
         api_keys,
         rules,

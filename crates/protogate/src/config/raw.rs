@@ -96,6 +96,7 @@ pub use crate::duration::parse_duration;
 /// required = false                           # true: no credentials, 401
 /// api_key_header = "x-api-key"
 /// identity_header = "x-protogate-client"     # the verified client, sent upstream
+/// token_cache = 4096                         # verified tokens kept (0: none)
 /// [[auth.api_keys]]
 /// client = "billing-legacy"
 /// sha256 = "c1d91a32657cef85a2805dab9d0984628abaeb7de20109d9d212c1fc861ef013"
@@ -293,6 +294,8 @@ pub struct AuthFileConfig {
     pub rules: Vec<AuthRuleFileConfig>,
     /// The header naming the verified client upstream (default `x-protogate-client`).
     pub identity_header: Option<String>,
+    /// Verified tokens kept (default 4096; 0 checks every token's signature every time).
+    pub token_cache: Option<usize>,
 }
 
 /// `[[auth.api_keys]]`.
