@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 ORACLE_REQ := tests/oracle/requirements.txt
 DEPLOY_REQ := tests/deploy/requirements.txt
 
-.PHONY: demo test build lint clients-env bench bench-ratios bench-codecs bench-e2e bench-ir bench-ir-transcoder bench-burst soak oracle-env grpcgw deploy-env deploy-check clean
+.PHONY: demo test build lint clients-env bench bench-ratios bench-codecs bench-e2e bench-ir bench-ir-transcoder bench-burst bench-rate-limit soak oracle-env grpcgw deploy-env deploy-check clean
 
 demo:
 	$(CARGO) run --release -p protogate -- demo
@@ -91,9 +91,15 @@ bench-e2e:
 
 # The gateway's work per request counted, not timed (for A/B comparisons on noisy machines):
 # callgrind instructions and strace system calls per EchoOrder request, HTTP/1.1 and HTTP/2,
-# JSON and protobuf; ~4 min. Settings: bench/ir.sh's header (IR_GATEWAY, IR_TLS, IR_ENDPOINTS).
+# JSON and protobuf; ~4 min. Settings: bench/ir.sh's header (IR_GATEWAY, IR_TLS, IR_ENDPOINTS,
+# IR_AUTH, IR_RATE_LIMIT).
 bench-ir:
 	bench/ir.sh
+
+# What a rate limit adds to a request's latency: no limit, per-replica budgets, budgets in a
+# local redis-server; one and 16 connections (bench/rate_limit.sh; ~2 min).
+bench-rate-limit:
+	bench/rate_limit.sh
 
 # The transcoder's instructions per JSON byte (callgrind), floor and four directions, for A/B
 # comparisons that code placement does not move (bench/transcoder_ir.sh; ~1 min).

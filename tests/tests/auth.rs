@@ -325,6 +325,30 @@ async fn tokens_and_api_keys_name_the_caller_and_bad_ones_are_refused() {
     let a = call(vec![("x-api-key", "k-billing-7f3a".into())]).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     assert!(seen(&a).contains(&"x-protogate-client=billing-legacy".to_string()));
+    // Relayed as gRPC (every header goes on), the key itself stays at the gateway.
+    let grpc = Http::h2()
+        .post(
+            gw.addr,
+            METADATA,
+            "application/grpc",
+            &[("te", "trailers"), ("x-api-key", "k-billing-7f3a")],
+            vec![0u8, 0, 0, 0, 0],
+        )
+        .await;
+    assert_eq!(
+        grpc.header("grpc-status").or(grpc
+            .trailers
+            .as_ref()
+            .and_then(|t| t.get("grpc-status"))
+            .and_then(|v| v.to_str().ok())),
+        Some("0")
+    );
+    let message = &grpc.body[5..];
+    assert!(
+        !String::from_utf8_lossy(message).contains("k-billing-7f3a"),
+        "the key reached the backend"
+    );
+    assert!(String::from_utf8_lossy(message).contains("x-protogate-client=billing-legacy"));
     let a = call(vec![("x-api-key", "k-billing-7f3b".into())]).await;
     assert_eq!(a.status, 401);
     assert_eq!(a.json()["message"], "the API key is not valid");

@@ -5,7 +5,8 @@
 //! snapshot it started with while new calls get the new one; a replaced `[tls] client_ca`
 //! decides which client certificates new connections accept; every change written under the
 //! file watcher alone is put in force, also one written while the gateway starts or while a
-//! reload builds (or fails).
+//! reload builds (or fails); a rewritten `[auth] jwks_file` puts its keys in force (and takes
+//! the removed key's tokens, cached ones too, out of it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -211,6 +212,8 @@ fn each_setting_only_a_restart_changes_is_named_when_a_reload_changes_it() {
              max_connections = 10000\nheader_read_timeout = \"10s\"\nidle_timeout = \"90s\"\n\
              max_header_bytes = 16384\nmax_concurrent_streams = 250\ndrain_delay = \"5s\"\n\
              upstream_timeout = \"30s\"\naccess_log = false\n\
+             [auth]\njwks_url = \"https://127.0.0.1:1/jwks.json\"\njwks_ca = \"clients.pem\"\n\
+             jwks_refresh = \"5m\"\n\
              [migration]\nmax_clients = 1000\n{tls}"
         ),
     );
@@ -315,6 +318,12 @@ fn each_setting_only_a_restart_changes_is_named_when_a_reload_changes_it() {
             "access_log = false",
             "access_log = true",
             Some("access_log (whether its lines name the peer)"),
+        ),
+        // The token keys' fetcher, started once.
+        (
+            "jwks_refresh = \"5m\"",
+            "jwks_refresh = \"6m\"",
+            Some("[auth] jwks_url, jwks_refresh, jwks_ca"),
         ),
     ];
     // `[otel]` is a configuration error in a gateway built without the feature.
@@ -1098,4 +1107,92 @@ fn a_file_written_while_a_reload_fails_is_reloaded_after_it() {
     );
     gw.sigterm();
     assert!(gw.wait_exit().success());
+}
+
+// === [auth] jwks_file ===
+
+/// A P-256 key: its signing key and its JWK under `kid`.
+fn ec_key(kid: &str) -> (jsonwebtoken::EncodingKey, String) {
+    use base64::Engine;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let point = key.public_key_raw();
+    let jwk = format!(
+        r#"{{"kty":"EC","kid":"{kid}","crv":"P-256","x":"{}","y":"{}"}}"#,
+        b64(&point[1..33]),
+        b64(&point[33..])
+    );
+    (
+        jsonwebtoken::EncodingKey::from_ec_der(&key.serialize_der()),
+        jwk,
+    )
+}
+
+/// GetOrder with a token signed by `key` under `kid`: the answer's status.
+fn get_order_as(addr: SocketAddr, key: &jsonwebtoken::EncodingKey, kid: &str) -> u16 {
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.kid = Some(kid.into());
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    let claims = serde_json::json!({"sub": "reloaded", "exp": exp});
+    let token = jsonwebtoken::encode(&header, &claims, key).unwrap();
+    let (status, _, _) = support::exchange(
+        addr,
+        "POST",
+        "/demo.shop.v1.Shop/GetOrder",
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &format!("Bearer {token}")),
+        ],
+        br#"{"id":"1"}"#,
+    );
+    status
+}
+
+#[test]
+fn a_rewritten_jwks_file_is_put_in_force() {
+    let scratch = Scratch::new("jwks-file");
+    let shop = support::shop();
+    let (k1, jwk1) = ec_key("k1");
+    let (k2, jwk2) = ec_key("k2");
+    let jwks = scratch.file("jwks.json", &format!(r#"{{"keys":[{jwk1}]}}"#));
+    let config = scratch.file(
+        "gw.toml",
+        &shop_config(
+            &format!("http://{}", shop.addr),
+            "[auth]\njwks_file = \"jwks.json\"\nrequired = true\n",
+        ),
+    );
+    let mut gw = Proc::spawn(&["serve", "--config", &config]);
+    let addr = gw.addr();
+    assert_eq!(get_order_as(addr, &k1, "k1"), 200);
+    assert_eq!(get_order_as(addr, &k2, "k2"), 401, "k2 is in no set yet");
+    // The file rewritten (its directory is watched): k2 in, k1 out — its token, verified and
+    // cached a moment ago, too.
+    replace(&jwks, &format!(r#"{{"keys":[{jwk2}]}}"#));
+    eventually("k2's tokens accepted", || {
+        (get_order_as(addr, &k2, "k2") == 200).then_some(())
+    })
+    .unwrap_or_else(|| panic!("k2 never accepted; log:\n{}", gw.log().join("\n")));
+    assert_eq!(get_order_as(addr, &k1, "k1"), 401);
+    // A key set that does not parse is a failed reload: the keys in force stay.
+    replace(&jwks, "{not json");
+    nth_line_failed(&gw);
+    assert_eq!(get_order_as(addr, &k2, "k2"), 200);
+    gw.sigterm();
+    assert!(gw.wait_exit().success());
+}
+
+/// Waits for a failed reload's line.
+fn nth_line_failed(gw: &Proc) {
+    eventually("a failed reload", || {
+        gw.log()
+            .iter()
+            .any(|l| l.contains("reload failed"))
+            .then_some(())
+    })
+    .unwrap_or_else(|| panic!("no failed reload; log:\n{}", gw.log().join("\n")));
 }

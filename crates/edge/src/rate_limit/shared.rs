@@ -65,6 +65,10 @@ impl Shared {
     /// A limiter on the Redis at `config.url`; the connection is made on first use (a
     /// Redis down at start is a Redis down: the local buckets decide meanwhile).
     pub fn new(config: &RedisConfig) -> Result<Shared, String> {
+        // The connection manager starts a task of its own.
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err("made outside a tokio runtime".into());
+        }
         let client = if config.url.starts_with("rediss://") {
             redis::Client::build_with_tls(
                 config.url.as_str(),

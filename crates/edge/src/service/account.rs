@@ -138,12 +138,17 @@ impl Edge {
 
     /// The caller as the upstream hears of it: the header naming a verified identity
     /// (`x-protogate-client`) and the forwarded claims, set here only: whatever the client
-    /// sent under those names is removed first.
+    /// sent under those names is removed first, and so is its API key (a bearer token goes
+    /// on, as `authorization` always has: services may check it again).
     pub(super) fn put_identity(&self, ctx: &RequestCtx<'_>, metadata: &mut HeaderMap) {
         metadata.remove(&self.client_header);
         let Some(auth) = &self.auth else {
             return;
         };
+        // An API key is the gateway's to check, not the upstream's to see.
+        if !auth.config().api_keys.is_empty() {
+            metadata.remove(&auth.config().api_key_header);
+        }
         if let Some(jwt) = &auth.config().jwt {
             for (_, name) in &jwt.forward_claims {
                 metadata.remove(name);

@@ -52,6 +52,7 @@ impl Edge {
                 request_id = a.request_id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("-"),
                 user_agent = &*o.user_agent,
                 client_id = a.client_id.as_deref().unwrap_or("-"),
+                client_verified = a.client_verified,
                 downgrade = %account::Names(o.downgrades),
                 "access"
             );
@@ -99,6 +100,8 @@ pub(super) struct Access {
     pub(super) path: Box<str>,
     pub(super) request_id: Option<HeaderValue>,
     pub(super) client_id: Option<Arc<str>>,
+    /// Whether a certificate, a token or an API key verified `client_id`.
+    pub(super) client_verified: bool,
     pub(super) bytes_in: u64,
     pub(super) bytes_out: u64,
     pub(super) upstream: Option<Duration>,
@@ -118,6 +121,7 @@ impl Outcome {
                     .clone()
                     .or_else(|| ctx.head.headers.get(X_REQUEST_ID).cloned()),
                 client_id: ctx.caller.client.client_id.clone(),
+                client_verified: ctx.caller.id.is_verified(),
                 bytes_in: ctx.ticket.as_ref().map_or(0, |t| t.request_bytes() as u64),
                 bytes_out: 0,
                 upstream: ctx.upstream_latency,
