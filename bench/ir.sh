@@ -30,7 +30,8 @@
 #   IR_ENDPOINTS  N > 1: the upstream is a list of N URLs of the one backend
 #   IR_AUTH       jwt: [auth] required, every request with an RS256 bearer token (2048-bit key
 #                 made by openssl, its JWKS in a file); jwt-nocache: the same with
-#                 token_cache = 0 (every signature checked); apikey: an API key instead
+#                 token_cache = 0 (every signature checked); apikey: an API key instead;
+#                 header: the same bearer token sent to a gateway without [auth]
 #   IR_RATE_LIMIT=1  [rate_limit] on, a budget no request exhausts (the bucket's cost)
 #   IR_BUILD=0    skip `cargo build`
 # Needs valgrind, perf (linux-perf), h2load (nghttp2-client), openssl for IR_TLS.
@@ -102,7 +103,7 @@ CREDENTIALS=()
 b64url() { python3 -c 'import base64, sys; sys.stdout.write(base64.urlsafe_b64encode(sys.stdin.buffer.read()).rstrip(b"=").decode())'; }
 case ${IR_AUTH:-} in
   '') ;;
-  jwt|jwt-nocache)
+  jwt|jwt-nocache|header)
     openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$OUT/jwt.key" 2>/dev/null
     n=$(openssl rsa -in "$OUT/jwt.key" -noout -modulus | cut -d= -f2 | python3 -c 'import sys; sys.stdout.buffer.write(bytes.fromhex(sys.stdin.read().strip()))' | b64url)
     printf '{"keys":[{"kty":"RSA","kid":"bench","alg":"RS256","use":"sig","n":"%s","e":"AQAB"}]}' "$n" > "$OUT/jwks.json"
@@ -110,15 +111,17 @@ case ${IR_AUTH:-} in
     payload=$(printf '{"sub":"bench-client","iss":"https://idp.bench/","aud":"protogate","exp":%d}' $(($(date +%s) + 86400)) | b64url)
     signature=$(printf '%s.%s' "$header" "$payload" | openssl dgst -sha256 -sign "$OUT/jwt.key" | b64url)
     CREDENTIALS=(-H "authorization: Bearer $header.$payload.$signature")
-    printf '[auth]\njwks_file = "jwks.json"\nissuer = "https://idp.bench/"\naudiences = ["protogate"]\nrequired = true\n' >> "$CONFIG"
-    [[ $IR_AUTH == jwt-nocache ]] && echo 'token_cache = 0' >> "$CONFIG"
+    if [[ $IR_AUTH != header ]]; then
+      printf '[auth]\njwks_file = "jwks.json"\nissuer = "https://idp.bench/"\naudiences = ["protogate"]\nrequired = true\n' >> "$CONFIG"
+      if [[ $IR_AUTH == jwt-nocache ]]; then echo 'token_cache = 0' >> "$CONFIG"; fi
+    fi
     ;;
   apikey)
     CREDENTIALS=(-H "x-api-key: bench-key-0123456789")
     printf '[auth]\nrequired = true\n[[auth.api_keys]]\nclient = "bench"\nsha256 = "%s"\n' \
       "$(printf bench-key-0123456789 | sha256sum | cut -d' ' -f1)" >> "$CONFIG"
     ;;
-  *) die "IR_AUTH=$IR_AUTH: not one of jwt jwt-nocache apikey" ;;
+  *) die "IR_AUTH=$IR_AUTH: not one of jwt jwt-nocache apikey header" ;;
 esac
 if [[ ${IR_RATE_LIMIT:-0} == 1 ]]; then
   printf '[rate_limit]\nper_client = 1000000000\n' >> "$CONFIG"

@@ -237,6 +237,11 @@ async fn tokens_and_api_keys_name_the_caller_and_bad_ones_are_refused() {
                 .any(|s| s.contains("mallory") || s.contains("t-evil")),
             "{seen:?}"
         );
+        // The token stays at the gateway (forward_token = false).
+        assert!(
+            !seen.iter().any(|s| s.starts_with("authorization=")),
+            "{seen:?}"
+        );
     }
     // The second audience, a token from a clock 3 s ahead (within the leeway).
     let token = sign(

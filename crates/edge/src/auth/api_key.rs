@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use subtle::ConstantTimeEq;
 
-/// One configured key: the client it names and the SHA-256 of the key.
+/// One configured key: the client it names (verified, as a request with it is) and the
+/// SHA-256 of the key.
 #[derive(Debug, Clone)]
 pub struct ApiKey {
-    pub client: Arc<str>,
+    pub client: Arc<super::Verified>,
     pub sha256: [u8; 32],
 }
 
@@ -37,7 +38,11 @@ impl ApiKey {
             ));
         }
         Ok(ApiKey {
-            client: Arc::from(client),
+            client: Arc::new(super::Verified::new(
+                client,
+                super::Proof::ApiKey,
+                Vec::new(),
+            )),
             sha256,
         })
     }
@@ -45,7 +50,7 @@ impl ApiKey {
 
 /// The client whose key this is, when one is: every configured hash is compared (constant
 /// time each, none skipped), so the answer takes as long whichever key matched.
-pub fn find<'a>(keys: &'a [ApiKey], presented: &[u8]) -> Option<&'a Arc<str>> {
+pub fn find<'a>(keys: &'a [ApiKey], presented: &[u8]) -> Option<&'a Arc<super::Verified>> {
     let digest = ring::digest::digest(&ring::digest::SHA256, presented);
     let mut found = None;
     for key in keys {
@@ -68,9 +73,9 @@ mod tests {
             ApiKey::new("other", hex).unwrap(),
             ApiKey::new("billing", &real).unwrap(),
         ];
-        assert_eq!(find(&keys, b"k-123").map(|c| &**c), Some("billing"));
-        assert_eq!(find(&keys, b"k-124"), None);
-        assert_eq!(find(&keys, b""), None);
+        assert_eq!(find(&keys, b"k-123").map(|c| &*c.client), Some("billing"));
+        assert!(find(&keys, b"k-124").is_none());
+        assert!(find(&keys, b"").is_none());
         assert!(
             ApiKey::new("x", "abc")
                 .unwrap_err()

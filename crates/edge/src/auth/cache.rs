@@ -21,7 +21,7 @@ struct Entry {
 }
 
 pub struct TokenCache {
-    tokens: Mutex<LruCache<Box<str>, Entry>>,
+    tokens: Mutex<LruCache<Box<[u8]>, Entry>>,
 }
 
 impl TokenCache {
@@ -34,7 +34,7 @@ impl TokenCache {
     }
 
     /// The token's verification, when kept, still valid at `now` and of the key set in force.
-    pub fn get(&self, token: &str, now: u64, generation: u64) -> Option<Arc<Verified>> {
+    pub fn get(&self, token: &[u8], now: u64, generation: u64) -> Option<Arc<Verified>> {
         let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = tokens.get(token)?;
         if entry.generation == generation && now <= entry.valid_until {
@@ -44,7 +44,7 @@ impl TokenCache {
         None
     }
 
-    pub fn put(&self, token: &str, verified: Arc<Verified>, valid_until: u64, generation: u64) {
+    pub fn put(&self, token: &[u8], verified: Arc<Verified>, valid_until: u64, generation: u64) {
         let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
         tokens.put(
             token.into(),
@@ -65,23 +65,17 @@ mod tests {
     #[test]
     fn entries_leave_when_expired_replaced_or_pushed_out() {
         let cache = TokenCache::new(2);
-        let v = |name: &str| {
-            Arc::new(Verified {
-                client: Arc::from(name),
-                proof: Proof::Token,
-                forwarded: Vec::new(),
-            })
-        };
-        cache.put("a", v("a"), 100, 1);
-        assert_eq!(&*cache.get("a", 100, 1).unwrap().client, "a");
-        assert!(cache.get("a", 101, 1).is_none(), "expired");
-        assert!(cache.get("a", 50, 1).is_none(), "and gone");
-        cache.put("b", v("b"), 100, 1);
-        assert!(cache.get("b", 50, 2).is_none(), "another key set");
-        cache.put("c", v("c"), 100, 1);
-        cache.put("d", v("d"), 100, 1);
-        cache.put("e", v("e"), 100, 1);
-        assert!(cache.get("c", 50, 1).is_none(), "pushed out");
-        assert!(cache.get("e", 50, 1).is_some());
+        let v = |name: &str| Arc::new(Verified::new(name, Proof::Token, Vec::new()));
+        cache.put(b"a", v("a"), 100, 1);
+        assert_eq!(&*cache.get(b"a", 100, 1).unwrap().client, "a");
+        assert!(cache.get(b"a", 101, 1).is_none(), "expired");
+        assert!(cache.get(b"a", 50, 1).is_none(), "and gone");
+        cache.put(b"b", v("b"), 100, 1);
+        assert!(cache.get(b"b", 50, 2).is_none(), "another key set");
+        cache.put(b"c", v("c"), 100, 1);
+        cache.put(b"d", v("d"), 100, 1);
+        cache.put(b"e", v("e"), 100, 1);
+        assert!(cache.get(b"c", 50, 1).is_none(), "pushed out");
+        assert!(cache.get(b"e", 50, 1).is_some());
     }
 }

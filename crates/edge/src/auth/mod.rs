@@ -57,6 +57,9 @@ pub struct AuthConfig {
     pub client_header: HeaderName,
     /// Verified tokens kept (default 4,096; 0: every token's signature checked every time).
     pub token_cache: usize,
+    /// A verified bearer token goes on upstream in `authorization` (default false: the
+    /// upstream trusts `client_header`, as behind Envoy's jwt_authn without `forward`).
+    pub forward_token: bool,
 }
 
 impl Default for AuthConfig {
@@ -69,6 +72,7 @@ impl Default for AuthConfig {
             rules: Vec::new(),
             client_header: CLIENT_HEADER,
             token_cache: cache::CAPACITY,
+            forward_token: false,
         }
     }
 }
@@ -181,8 +185,24 @@ pub enum Proof {
 #[derive(Debug)]
 pub struct Verified {
     pub client: Arc<str>,
+    /// `client` as the header value that names it upstream.
+    pub header: HeaderValue,
     pub proof: Proof,
     pub forwarded: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Verified {
+    /// A verified caller, its name cleaned as a client row holds it.
+    pub fn new(client: &str, proof: Proof, forwarded: Vec<(HeaderName, HeaderValue)>) -> Verified {
+        let client = crate::migration::ClientId::clean_name(client);
+        Verified {
+            // Printable ASCII: always a header value.
+            header: HeaderValue::from_str(&client).unwrap_or(HeaderValue::from_static("-")),
+            client: Arc::from(client),
+            proof,
+            forwarded,
+        }
+    }
 }
 
 /// `[auth]` in force: the settings and the verified tokens kept.
@@ -223,11 +243,7 @@ impl Auth {
             && let Some(key) = headers.get(&self.config.api_key_header)
         {
             return match api_key::find(&self.config.api_keys, key.as_bytes()) {
-                Some(client) => Ok(Some(Arc::new(Verified {
-                    client: Arc::clone(client),
-                    proof: Proof::ApiKey,
-                    forwarded: Vec::new(),
-                }))),
+                Some(verified) => Ok(Some(Arc::clone(verified))),
                 None => Err(Failure::new(
                     Reason::ApiKey,
                     "no configured key has this hash".into(),
@@ -237,7 +253,7 @@ impl Auth {
         Ok(None)
     }
 
-    async fn token(&self, jwt: &JwtConfig, token: &str) -> Result<Arc<Verified>, Failure> {
+    async fn token(&self, jwt: &JwtConfig, token: &[u8]) -> Result<Arc<Verified>, Failure> {
         let now = unix_now();
         let generation = jwt.keys.generation();
         if let Some(hit) = self
@@ -247,12 +263,15 @@ impl Auth {
         {
             return Ok(hit);
         }
-        let claims = jwt.verify(token).await?;
-        let verified = Arc::new(Verified {
-            client: claims.client,
-            proof: Proof::Token,
-            forwarded: claims.forwarded,
-        });
+        // Read as text only now: a token seen before is known by its bytes.
+        let text = std::str::from_utf8(token)
+            .map_err(|_| Failure::new(Reason::Malformed, "the token is not ASCII".into()))?;
+        let claims = jwt.verify(text).await?;
+        let verified = Arc::new(Verified::new(
+            &claims.client,
+            Proof::Token,
+            claims.forwarded,
+        ));
         // Under the generation read before the check: a set swapped meanwhile makes the
         // entry stale at once rather than keep a token a removed key verified.
         if let Some(cache) = &self.cache {
@@ -263,19 +282,21 @@ impl Auth {
 }
 
 /// The token of an `Authorization: Bearer <token>` header (the scheme in any case, RFC
-/// 9110 §11.1); `None` for another scheme, an error for a bearer header without one token.
-fn bearer(value: &[u8]) -> Option<Result<&str, String>> {
-    let (scheme, rest) = match value.iter().position(|&b| b == b' ') {
-        Some(i) => (&value[..i], &value[i + 1..]),
-        None => (value, &[][..]),
+/// 9110 §11.1); `None` for another scheme, an error for a bearer header without a token. (A
+/// token with a space in it is no JWT: its check says so.)
+fn bearer(value: &[u8]) -> Option<Result<&[u8], String>> {
+    let (scheme, rest) = match value.get(..7) {
+        Some(head) if head[6] == b' ' => (&head[..6], &value[7..]),
+        _ => (value, &[][..]),
     };
     if !scheme.eq_ignore_ascii_case(b"bearer") {
         return None;
     }
     let token = rest.trim_ascii();
-    Some(match std::str::from_utf8(token) {
-        Ok(t) if !t.is_empty() && !t.contains(' ') => Ok(t),
-        _ => Err("Authorization: Bearer must be followed by one token".into()),
+    Some(if token.is_empty() {
+        Err("Authorization: Bearer must be followed by a token".into())
+    } else {
+        Ok(token)
     })
 }
 
@@ -291,11 +312,12 @@ mod tests {
 
     #[test]
     fn bearer_tokens_are_read_from_any_case_of_the_scheme() {
-        assert_eq!(bearer(b"Bearer abc.def.ghi"), Some(Ok("abc.def.ghi")));
-        assert_eq!(bearer(b"bearer  abc "), Some(Ok("abc")));
+        assert_eq!(bearer(b"Bearer abc.def.ghi"), Some(Ok(&b"abc.def.ghi"[..])));
+        assert_eq!(bearer(b"bearer  abc "), Some(Ok(&b"abc"[..])));
         assert_eq!(bearer(b"Basic dXNlcjpwdw=="), None);
+        assert_eq!(bearer(b"Bearerx abc"), None);
         assert!(matches!(bearer(b"Bearer"), Some(Err(_))));
-        assert!(matches!(bearer(b"Bearer a b"), Some(Err(_))));
+        assert!(matches!(bearer(b"Bearer  "), Some(Err(_))));
     }
 
     #[test]

@@ -80,6 +80,12 @@ impl<'a> ClientId<'a> {
         }
     }
 
+    /// A name as a client row holds it: trimmed, cut to [`MAX_NAME_BYTES`], printable ASCII
+    /// (else `?`); `-` when empty.
+    pub fn clean_name(name: &str) -> String {
+        clean(name.as_bytes()).map_or_else(|| UNKNOWN.to_string(), Cow::into_owned)
+    }
+
     /// A client verified by `[auth]` (a token's claim, an API key's client), its version the
     /// User-Agent's product token.
     pub fn verified(name: &str, source: Source, headers: &'a HeaderMap) -> ClientId<'a> {

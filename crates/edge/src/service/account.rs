@@ -122,8 +122,11 @@ impl Edge {
                 crate::auth::Proof::Token => Source::Token,
                 crate::auth::Proof::ApiKey => Source::ApiKey,
             };
+            let client = Client {
+                user_agent: Arc::clone(&ctx.caller.client.user_agent),
+                client_id: Some(Arc::clone(&verified.client)),
+            };
             let id = ClientId::verified(&verified.client, source, &head.headers);
-            let client = Client::new(header_str(&head.headers, header::USER_AGENT), id.declared());
             ctx.caller = Caller { id, client };
         }
         if !ctx.caller.id.is_verified() && auth.required(&method.full_name) {
@@ -138,31 +141,45 @@ impl Edge {
 
     /// The caller as the upstream hears of it: the header naming a verified identity
     /// (`x-protogate-client`) and the forwarded claims, set here only: whatever the client
-    /// sent under those names is removed first, and so is its API key (a bearer token goes
-    /// on, as `authorization` always has: services may check it again).
+    /// sent under those names is removed first. The credentials stay at the gateway: an API
+    /// key always, a verified bearer token unless `forward_token` (without `[auth]` the
+    /// client's `authorization` goes on as it always has).
     pub(super) fn put_identity(&self, ctx: &RequestCtx<'_>, metadata: &mut HeaderMap) {
         metadata.remove(&self.client_header);
         let Some(auth) = &self.auth else {
             return;
         };
-        // An API key is the gateway's to check, not the upstream's to see.
-        if !auth.config().api_keys.is_empty() {
-            metadata.remove(&auth.config().api_key_header);
+        let config = auth.config();
+        if !config.api_keys.is_empty() {
+            metadata.remove(&config.api_key_header);
         }
-        if let Some(jwt) = &auth.config().jwt {
+        if let Some(jwt) = &config.jwt {
             for (_, name) in &jwt.forward_claims {
                 metadata.remove(name);
             }
         }
-        if ctx.caller.id.is_verified()
-            && let Ok(name) = HeaderValue::from_str(ctx.caller.id.name())
-        {
-            metadata.insert(self.client_header.clone(), name);
-        }
-        if let Some(verified) = &ctx.verified {
-            for (name, value) in &verified.forwarded {
-                metadata.insert(name.clone(), value.clone());
+        let name = match &ctx.verified {
+            Some(verified) => {
+                if verified.proof == crate::auth::Proof::Token && !config.forward_token {
+                    metadata.remove(header::AUTHORIZATION);
+                }
+                for (name, value) in &verified.forwarded {
+                    metadata.insert(name.clone(), value.clone());
+                }
+                // A certificate names the caller before a token or key does.
+                (ctx.caller.id.source() != Source::Certificate).then(|| verified.header.clone())
             }
+            None => None,
+        };
+        let name = name.or_else(|| {
+            ctx.caller
+                .id
+                .is_verified()
+                .then(|| HeaderValue::from_str(ctx.caller.id.name()).ok())
+                .flatten()
+        });
+        if let Some(name) = name {
+            metadata.insert(self.client_header.clone(), name);
         }
     }
 

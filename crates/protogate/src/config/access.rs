@@ -78,6 +78,7 @@ pub(super) fn auth(file: &AuthFileConfig) -> Result<AuthConfig, ConfigError> {
         )?,
         required: file.required.unwrap_or(false),
         token_cache: file.token_cache.unwrap_or(defaults.token_cache),
+        forward_token: file.forward_token.unwrap_or(defaults.forward_token),
         jwt,
         api_keys,
         rules,

@@ -97,6 +97,7 @@ pub use crate::duration::parse_duration;
 /// api_key_header = "x-api-key"
 /// identity_header = "x-protogate-client"     # the verified client, sent upstream
 /// token_cache = 4096                         # verified tokens kept (0: none)
+/// forward_token = false                      # true: a verified token goes on upstream
 /// [[auth.api_keys]]
 /// client = "billing-legacy"
 /// sha256 = "c1d91a32657cef85a2805dab9d0984628abaeb7de20109d9d212c1fc861ef013"
@@ -296,6 +297,8 @@ pub struct AuthFileConfig {
     pub identity_header: Option<String>,
     /// Verified tokens kept (default 4096; 0 checks every token's signature every time).
     pub token_cache: Option<usize>,
+    /// A verified token goes on upstream in `authorization` (default false).
+    pub forward_token: Option<bool>,
 }
 
 /// `[[auth.api_keys]]`.
