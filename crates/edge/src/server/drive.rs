@@ -146,9 +146,6 @@ fn service(
         if let Some(identity) = &identity {
             req.extensions_mut().insert(identity.clone());
         }
-        if edge.reads_peer() {
-            req.extensions_mut().insert(super::PeerAddr(peer));
-        }
         // Draining: the client is told to take its next request elsewhere (a drain that
         // begins while a request is served closes its connection when the listeners do).
         let close = req.version() < http::Version::HTTP_2 && edge.is_draining();
@@ -156,7 +153,7 @@ fn service(
             // Boxed: the request's future is large (every step's state), and hyper moves the
             // future it is given (into a task of its own for each HTTP/2 stream): a pointer
             // moves instead (BENCHMARKS.md).
-            let mut response = Box::pin(edge.handle(req)).await;
+            let mut response = Box::pin(edge.handle_from(req, Some(peer.ip()))).await;
             if close {
                 response.headers_mut().insert(
                     http::header::CONNECTION,

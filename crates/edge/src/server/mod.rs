@@ -22,11 +22,6 @@ mod tls;
 pub use admin::serve_admin;
 pub use tls::{ListenerTls, PeerIdentity, identity};
 
-/// The client's address, in a request's extensions when something reads it (a rate limit
-/// keys anonymous clients by it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PeerAddr(pub std::net::SocketAddr);
-
 use connection::Registry;
 use drive::Driver;
 

@@ -8,19 +8,19 @@ impl Edge {
     pub(super) async fn rate_limit(
         &self,
         ctx: &RequestCtx<'_>,
-        head: &http::request::Parts,
         method: &Method,
     ) -> Result<(), EdgeError> {
         let Some(limiter) = &self.limiter else {
             return Ok(());
         };
-        let who = if ctx.caller.id.is_verified() {
-            Who::Client(Arc::from(ctx.caller.id.name()))
-        } else {
-            match head.extensions.get::<crate::server::PeerAddr>() {
-                Some(peer) => Who::Peer(peer.0.ip()),
-                None => Who::Peer(std::net::Ipv6Addr::UNSPECIFIED.into()),
+        let who = match &ctx.verified {
+            _ if !ctx.caller.id.is_verified() => {
+                Who::Peer(ctx.peer.unwrap_or(std::net::Ipv6Addr::UNSPECIFIED.into()))
             }
+            Some(v) if ctx.caller.id.source() != crate::migration::Source::Certificate => {
+                Who::Client(Arc::clone(&v.client))
+            }
+            _ => Who::Client(Arc::from(ctx.caller.id.name())),
         };
         let (decision, failure) = limiter.check(&method.full_name, who).await;
         if let Some(failure) = failure {

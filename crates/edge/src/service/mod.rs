@@ -172,6 +172,8 @@ struct RequestCtx<'a> {
     caller: Caller<'a>,
     /// What `[auth]` verified of the request's credentials (the claims it forwards).
     verified: Option<Arc<crate::auth::Verified>>,
+    /// The client's address, when the listener gave it.
+    peer: Option<std::net::IpAddr>,
     /// A streamed answer's final gRPC code, set by the stream when it ends.
     stream_end: Option<Arc<StreamEnd>>,
     /// The request's share of the limits (once admitted); the answer's body keeps it.
@@ -206,6 +208,7 @@ impl Edge {
             plan: None,
             caller: self.identify(head),
             verified: None,
+            peer: None,
             stream_end: None,
             ticket: None,
             upstream_latency: None,
@@ -505,12 +508,6 @@ impl Edge {
 
     pub fn is_draining(&self) -> bool {
         self.draining.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Whether requests need their peer address ([`crate::server::PeerAddr`]) in their
-    /// extensions: a rate limit keys anonymous clients by it.
-    pub fn reads_peer(&self) -> bool {
-        self.limiter.is_some()
     }
 }
 

@@ -55,10 +55,25 @@ impl Edge {
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: std::error::Error + Send + Sync + 'static,
     {
+        self.handle_from(req, None).await
+    }
+
+    /// [`Edge::handle`] for a request from `peer` (the connection's address: a rate limit
+    /// keys anonymous clients by it).
+    pub async fn handle_from<B>(
+        self: Arc<Self>,
+        req: Request<B>,
+        peer: Option<std::net::IpAddr>,
+    ) -> Response<ResponseBody>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
         // Before the context, which borrows from it (and records when dropped).
         let (head, body) = req.into_parts();
         let had_body = !body.is_end_stream();
         let mut ctx = self.begin(&head);
+        ctx.peer = peer;
         let answer = self.steps(&mut ctx, &head, body).await;
         self.finish(ctx, answer, had_body)
     }
@@ -104,7 +119,7 @@ impl Edge {
         }
         ctx.ticket = Some(ticket);
         self.authenticate(ctx, head, target.method).await?;
-        self.rate_limit(ctx, head, target.method).await?;
+        self.rate_limit(ctx, target.method).await?;
         let mut plan = ctx
             .protocol
             .negotiate(head, target, self.config.strict_accept)?;
