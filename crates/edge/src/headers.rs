@@ -7,6 +7,7 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 
 use crate::error::{Code, EdgeError};
+pub(crate) use crate::reserved::is_reserved_metadata;
 
 /// The size of an HTTP/1.1 request head as written with single spaces: request line, one
 /// `name: value` line per header, the empty line.
@@ -239,25 +240,6 @@ pub(crate) fn unindexed(id: &HeaderValue) -> HeaderValue {
     let mut id = id.clone();
     id.set_sensitive(true);
     id
-}
-
-pub(crate) fn is_reserved_metadata(name: &str) -> bool {
-    name.starts_with("grpc-")
-        || matches!(
-            name,
-            "te" | "content-type"
-                | "content-length"
-                | "host"
-                | "connection"
-                | "proxy-connection"
-                | "user-agent"
-                | "transfer-encoding"
-                | "keep-alive"
-                | "upgrade"
-                | "trailer"
-                | "date"
-                | "server"
-        )
 }
 
 /// Upstream metadata (headers and trailers) as `grpc-metadata-*` response headers.

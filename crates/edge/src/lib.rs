@@ -9,7 +9,11 @@
 //!   per step (ARCHITECTURE.md has the map).
 //! - [`negotiate`]: Content-Type and Accept.
 //! - [`protocol`]: what differs between client protocols (REST/HTTP today).
-//! - `headers`: deadline, metadata and status headers.
+//! - `headers`: deadline, metadata and status headers; `reserved`: the header names HTTP and
+//!   gRPC keep for themselves.
+//! - [`auth`]: who is calling, verified (bearer tokens, API keys), and the refusals.
+//! - [`rate_limit`]: per-client budgets, in this process or shared in Redis.
+//! - [`selector`]: the method selectors per-method settings name methods by.
 //! - `media_type`: RFC 9110 media types.
 //! - [`upstream`]: a pool of endpoints per upstream (resolved, balanced, health-checked);
 //!   unary calls and streams on their HTTP/2 connections.
@@ -40,6 +44,7 @@ pub mod migration;
 pub mod negotiate;
 pub mod protocol;
 pub mod rate_limit;
+mod reserved;
 pub mod selector;
 pub mod server;
 pub mod service;

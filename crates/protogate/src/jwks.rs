@@ -3,7 +3,6 @@
 //! `edge::auth::Jwks::refetch`). A fetch that fails keeps the keys in force and is tried
 //! again sooner (1 s, doubling, up to `jwks_refresh`); each failure is a warning.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,16 +14,7 @@ use hyper::{Request, StatusCode, Uri, header};
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 
-use crate::config::ConfigError;
-
-/// Where the keys come from, and how often they are fetched again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JwksSource {
-    pub url: String,
-    pub refresh: Duration,
-    /// The CA the server's certificate is checked against (default: the system's roots).
-    pub ca: Option<PathBuf>,
-}
+use crate::config::{ConfigError, JwksSource};
 
 /// The largest key set read.
 const MAX_BYTES: usize = 1 << 20;

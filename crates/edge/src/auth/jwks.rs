@@ -80,11 +80,6 @@ impl KeySet {
         Ok((KeySet { keys }, skipped))
     }
 
-    /// A set of the given keys (tests).
-    pub fn of(keys: Vec<Key>) -> KeySet {
-        KeySet { keys }
-    }
-
     pub fn len(&self) -> usize {
         self.keys.len()
     }
@@ -98,10 +93,6 @@ impl KeySet {
         self.keys
             .iter()
             .filter(move |k| kid.is_none() || k.kid.as_deref() == kid)
-    }
-
-    pub fn has_kid(&self, kid: &str) -> bool {
-        self.keys.iter().any(|k| k.kid.as_deref() == Some(kid))
     }
 }
 
@@ -171,11 +162,13 @@ pub struct Jwks {
     set: ArcSwap<KeySet>,
     /// Bumped at each swap: cached verifications of an older set are not trusted.
     generation: watch::Sender<u64>,
-    /// Set for a key set read from a URL: the reader waits on it between refreshes.
+    /// Told when a token asks for the keys again: the URL reader waits on it between
+    /// refreshes.
     wanted: Notify,
-    /// The earliest time (ms after `epoch`) a token may ask for the keys again; `None` for
-    /// a set read from a file (asking again reads nothing new).
+    /// For a set read from a URL, the least time between two asks (`jwks_refresh`); `None`
+    /// for a set read from a file (asking again reads nothing new).
     refetch_every: Option<Duration>,
+    /// The earliest time (ms after `epoch`) a token may ask again.
     next_refetch: AtomicU64,
     epoch: Instant,
 }

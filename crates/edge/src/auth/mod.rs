@@ -32,7 +32,7 @@ pub const API_KEY_HEADER: HeaderName = HeaderName::from_static("x-api-key");
 /// the gateway sets (`authorization`, `x-request-id`, `:authority`…).
 pub fn may_forward(name: &HeaderName) -> bool {
     let n = name.as_str();
-    !(crate::headers::is_reserved_metadata(n)
+    !(crate::reserved::is_reserved_metadata(n)
         || matches!(
             n,
             "authorization" | "x-request-id" | "traceparent" | "tracestate"

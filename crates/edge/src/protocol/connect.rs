@@ -269,7 +269,7 @@ pub(super) fn client_deadline(headers: &HeaderMap) -> Result<Option<Duration>, E
 
 /// Headers of the request that are Connect's or HTTP's, not the call's metadata.
 fn not_metadata(name: &str) -> bool {
-    crate::headers::is_reserved_metadata(name)
+    crate::reserved::is_reserved_metadata(name)
         || name.starts_with("connect-")
         || matches!(
             name,
@@ -308,7 +308,7 @@ pub(super) fn upstream_metadata(
 pub(super) fn answer_metadata(metadata: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, value) in metadata {
-        if !crate::headers::is_reserved_metadata(name.as_str()) {
+        if !crate::reserved::is_reserved_metadata(name.as_str()) {
             out.append(name.clone(), value.clone());
         }
     }

@@ -18,8 +18,13 @@ pub(super) fn auth(file: &AuthFileConfig) -> Result<AuthConfig, ConfigError> {
     let defaults = AuthConfig::default();
     let header = |key: &str, name: &Option<String>, default: HeaderName| match name {
         None => Ok(default),
-        Some(n) => HeaderName::from_bytes(n.trim().to_ascii_lowercase().as_bytes())
-            .map_err(|_| fail(format!("{key} {n:?} is not a header name"))),
+        Some(n) => match HeaderName::from_bytes(n.trim().to_ascii_lowercase().as_bytes()) {
+            Ok(name) if edge::auth::may_forward(&name) => Ok(name),
+            Ok(_) => Err(fail(format!(
+                "{key} {n:?} is a header of HTTP or gRPC itself"
+            ))),
+            Err(_) => Err(fail(format!("{key} {n:?} is not a header name"))),
+        },
     };
     let jwt = match (&file.jwks_file, &file.jwks_url) {
         (Some(_), Some(_)) => {
@@ -93,6 +98,18 @@ pub(super) fn auth(file: &AuthFileConfig) -> Result<AuthConfig, ConfigError> {
 }
 
 fn jwt(file: &AuthFileConfig) -> Result<JwtConfig, String> {
+    if file.jwks_url.is_none() {
+        for (key, set) in [
+            ("jwks_refresh", file.jwks_refresh.is_some()),
+            ("jwks_ca", file.jwks_ca.is_some()),
+        ] {
+            if set {
+                return Err(format!(
+                    "{key} is for jwks_url; the keys here come from jwks_file"
+                ));
+            }
+        }
+    }
     let mut forward_claims = Vec::new();
     for (claim, header) in &file.forward_claims {
         let name = HeaderName::from_bytes(header.trim().to_ascii_lowercase().as_bytes())
@@ -139,10 +156,18 @@ fn refresh(file: &AuthFileConfig) -> Result<Duration, String> {
     Ok(every)
 }
 
+/// `[auth] jwks_url`: where the keys come from, and how often they are fetched again
+/// (by `crate::jwks`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwksSource {
+    pub url: String,
+    pub refresh: Duration,
+    /// The CA the server's certificate is checked against (default: the system's roots).
+    pub ca: Option<std::path::PathBuf>,
+}
+
 /// `jwks_url` and how it is fetched, checked: https only.
-pub(super) fn jwks_source(
-    file: &AuthFileConfig,
-) -> Result<Option<crate::jwks::JwksSource>, ConfigError> {
+pub(super) fn jwks_source(file: &AuthFileConfig) -> Result<Option<JwksSource>, ConfigError> {
     let Some(url) = &file.jwks_url else {
         return Ok(None);
     };
@@ -154,7 +179,7 @@ pub(super) fn jwks_source(
                 .into(),
         ));
     }
-    Ok(Some(crate::jwks::JwksSource {
+    Ok(Some(JwksSource {
         url: url.clone(),
         refresh: refresh(file).map_err(|m| ConfigError(format!("[auth] {m}")))?,
         ca: file.jwks_ca.clone(),

@@ -25,6 +25,7 @@ use crate::cli::ServeArgs;
 use crate::disk::Disk;
 
 pub use crate::duration::parse_duration;
+pub use access::JwksSource;
 pub use raw::{
     CompressionFileConfig, CorsFileConfig, CustomPatternConfig, FileConfig, HttpRuleConfig,
     LevelConfig, MigrationFileConfig, OtelFileConfig, SchemaSource, ServiceConfig, SunsetFileRule,

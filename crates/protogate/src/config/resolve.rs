@@ -52,7 +52,7 @@ pub struct Resolved {
     /// `[auth] jwks_file`: read at each load, watched.
     pub jwks_file: Option<PathBuf>,
     /// `[auth] jwks_url`: fetched by `crate::jwks`, from the start on.
-    pub jwks_url: Option<crate::jwks::JwksSource>,
+    pub jwks_url: Option<super::JwksSource>,
 }
 
 /// The schema from the upstreams' server reflection: what to ask, and how often.

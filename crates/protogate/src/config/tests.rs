@@ -581,3 +581,131 @@ fn bad_configs_are_named() {
     .unwrap_err();
     assert!(e.0.contains("upstream_timeout"), "{e}");
 }
+
+/// `[auth]` and `[rate_limit]` that cannot work are refused, each naming the key and why.
+#[test]
+fn auth_and_rate_limit_refusals_name_the_key() {
+    let refusal = |toml: &str| {
+        let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+        match FileConfig::parse(&text, Path::new(".")).and_then(|f| resolve(args(&[]), f)) {
+            Ok(_) => panic!("accepted: {toml}"),
+            Err(e) => e.0,
+        }
+    };
+    let key = "sha256 = \"c1d91a32657cef85a2805dab9d0984628abaeb7de20109d9d212c1fc861ef013\"";
+    for (toml, said) in [
+        (
+            "[auth]\n",
+            "[auth] verifies nothing: set jwks_file or jwks_url",
+        ),
+        (
+            "[auth]\nissuer = \"x\"\n",
+            "[auth] issuer is set but neither jwks_file nor jwks_url",
+        ),
+        (
+            "[auth]\njwks_file = \"k.json\"\njwks_url = \"https://i/k\"\n",
+            "[auth] jwks_file and jwks_url are both set",
+        ),
+        (
+            "[auth]\njwks_file = \"k.json\"\njwks_refresh = \"1m\"\n",
+            "[auth] jwks_refresh is for jwks_url",
+        ),
+        (
+            "[auth]\njwks_url = \"http://idp/keys\"\n",
+            "[auth] jwks_url \"http://idp/keys\": must be an https:// URL",
+        ),
+        (
+            "[auth]\njwks_url = \"https://idp/keys\"\njwks_refresh = \"10ms\"\n",
+            "[auth] jwks_refresh 10ms is below 100ms",
+        ),
+        (
+            "[auth]\njwks_file = \"k.json\"\nforward_claims = { tenant = \"content-type\" }\n",
+            "[auth] forward_claims.tenant: \"content-type\" is a header of HTTP or gRPC itself",
+        ),
+        (
+            &format!(
+                "[auth]\nidentity_header = \"te\"\n[[auth.api_keys]]\nclient = \"a\"\n{key}\n"
+            ),
+            "[auth] identity_header \"te\" is a header of HTTP or gRPC itself",
+        ),
+        (
+            "[auth]\n[[auth.api_keys]]\nclient = \"a\"\nsha256 = \"abc\"\n",
+            "[auth] api_keys (client \"a\"): sha256 must be 64 hex digits",
+        ),
+        (
+            &format!(
+                "[auth]\n[[auth.api_keys]]\nclient = \"a\"\n{key}\n[[auth.rules]]\nselector = \"a b\"\nrequired = true\n"
+            ),
+            "[auth] rules \"a b\": ' ' cannot appear in a selector",
+        ),
+        (
+            "[rate_limit]\nper_client = 0\n",
+            "[rate_limit] per_client = 0: requests a second, more than 0",
+        ),
+        (
+            "[rate_limit]\nper_client = 1\nburst = 0\n",
+            "[rate_limit] burst must be at least 1",
+        ),
+        (
+            "[rate_limit]\nper_client = 1\nredis = \"http://r:6379\"\n",
+            "[rate_limit] redis \"http://r:6379\": must be redis://host:port or rediss://host:port",
+        ),
+        (
+            "[rate_limit]\nper_client = 1\nredis = \"redis://r:6379\"\nredis_timeout = \"0s\"\n",
+            "[rate_limit] redis_timeout must be more than 0",
+        ),
+    ] {
+        let got = refusal(toml);
+        assert!(got.starts_with(said), "{toml}\ngot: {got}\nwanted: {said}");
+    }
+}
+
+/// `[auth]` and `[rate_limit]` as written reach the edge's settings, defaults filled in.
+#[test]
+fn auth_and_rate_limit_settings() {
+    let text = r#"
+        upstream = "http://h:1"
+        protos = ["a"]
+        [auth]
+        jwks_url = "https://idp.example.com/keys"
+        audiences = ["a", "b"]
+        forward_claims = { tenant = "X-Tenant" }
+        required = true
+        forward_token = true
+        [[auth.rules]]
+        selector = "grpc.health.v1.*"
+        required = false
+        [rate_limit]
+        per_client = 2.5
+        redis = "redis://127.0.0.1:6379"
+        [[rate_limit.rules]]
+        selector = "a.B.C"
+        per_client = 1
+        burst = 4
+    "#;
+    let r = resolve(args(&[]), FileConfig::parse(text, Path::new(".")).unwrap()).unwrap();
+    let auth = r.edge.auth.unwrap();
+    let jwt = auth.jwt.unwrap();
+    assert_eq!(jwt.leeway, Duration::from_secs(60));
+    assert_eq!(jwt.client_claim, "sub");
+    assert_eq!(jwt.forward_claims[0].1, "x-tenant");
+    assert_eq!(
+        (auth.required, auth.forward_token, auth.token_cache),
+        (true, true, 4096)
+    );
+    assert_eq!(auth.client_header, "x-protogate-client");
+    assert_eq!(auth.api_key_header, "x-api-key");
+    let source = r.jwks_url.unwrap();
+    assert_eq!(source.refresh, Duration::from_secs(300));
+    let limits = r.edge.rate_limit.unwrap();
+    assert_eq!((limits.default.per_second, limits.default.burst), (2.5, 3));
+    assert_eq!(
+        (
+            limits.rules[0].limit.per_second,
+            limits.rules[0].limit.burst
+        ),
+        (1.0, 4)
+    );
+    assert_eq!(limits.max_clients, 100_000);
+    assert_eq!(limits.redis.unwrap().timeout, Duration::from_millis(20));
+}
