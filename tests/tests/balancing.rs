@@ -316,7 +316,10 @@ async fn endpoints_follow_the_host_names_answers() {
     let (empty, _) = start_gateway_upstreams(
         v1_schema(),
         upstreams(&["http://empty.test:1".to_owned()], false, resolver.clone()),
-        edge::EdgeConfig::default(),
+        edge::EdgeConfig {
+            readyz_requires: edge::ReadyzRequires::AllUpstreams,
+            ..Default::default()
+        },
     )
     .await;
     let a = Http::h1()
@@ -359,10 +362,14 @@ async fn endpoints_follow_the_host_names_answers() {
 async fn an_endpoint_not_serving_is_left_out_until_it_serves_again() {
     let (a, b) = (Replica::start(any_port()), Replica::start(any_port()));
     let urls = [url(a.addr), url(b.addr)];
+    // `/readyz` 503 only when no upstream is reachable.
     let (gw, _) = start_gateway_upstreams(
         v1_schema(),
         upstreams(&urls, true, Arc::new(edge::SystemResolver)),
-        edge::EdgeConfig::default(),
+        edge::EdgeConfig {
+            readyz_requires: edge::ReadyzRequires::AnyUpstream,
+            ..Default::default()
+        },
     )
     .await;
     let http = Http::h1();

@@ -775,7 +775,15 @@ async fn upstream_down_then_back() {
         .await;
     assert_eq!(a.status, 503, "{:?}", a.json());
     assert_eq!(a.json()["code"], 14);
-    assert_eq!(http.get(gw.addr, "/readyz").await.status, 503);
+    // Ready all the same (readyz_requires = "none"): one upstream down fails its own calls,
+    // it does not take the replica out of its Service; the body says what is down.
+    let ready = http.get(gw.addr, "/readyz").await;
+    assert_eq!(ready.status, 200);
+    let body = String::from_utf8_lossy(&ready.body).into_owned();
+    assert!(
+        body.starts_with("ready\n") && body.contains(": unreachable: "),
+        "{body}"
+    );
     assert_eq!(http.get(gw.addr, "/healthz").await.status, 200);
     let _backend = protogate_tests::start_backend_on(port.listen());
     // The next call dials again (a failed dial is not remembered) and reaches it.
@@ -784,7 +792,9 @@ async fn upstream_down_then_back() {
         .await;
     assert_eq!(a.status, 200, "{:?}", String::from_utf8_lossy(&a.body));
     assert_eq!(a.json(), serde_json::json!({"id": "1"}));
-    assert_eq!(http.get(gw.addr, "/readyz").await.status, 200);
+    let ready = http.get(gw.addr, "/readyz").await;
+    assert_eq!(ready.status, 200);
+    assert!(String::from_utf8_lossy(&ready.body).contains(": reachable\n"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -94,6 +94,9 @@ pub struct EdgeConfig {
     pub auth: Option<crate::auth::AuthConfig>,
     /// Per-client rate limits (`[rate_limit]`); default none.
     pub rate_limit: Option<crate::rate_limit::RateLimitConfig>,
+    /// What `/readyz` asks of the upstreams besides the gateway's own readiness (default
+    /// none: an upstream down makes its own methods fail, not the replica unready).
+    pub readyz_requires: ReadyzRequires,
     /// Told of every request naming a method or path the schema lacks (the binary then
     /// asks the upstreams' reflection for a newer schema, at most once per interval).
     pub unknown_method: Option<std::sync::Arc<tokio::sync::Notify>>,
@@ -134,6 +137,19 @@ impl Default for EdgeConfig {
             unknown_method: None,
             auth: None,
             rate_limit: None,
+            readyz_requires: ReadyzRequires::None,
         }
     }
+}
+
+/// `readyz_requires`: whether `/readyz` is 503 when upstreams cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadyzRequires {
+    /// Ready whatever the upstreams' state (listed in the body).
+    #[default]
+    None,
+    /// 503 when no upstream is reachable.
+    AnyUpstream,
+    /// 503 when any upstream is unreachable (the behaviour before the setting existed).
+    AllUpstreams,
 }

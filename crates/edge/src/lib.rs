@@ -53,7 +53,7 @@ pub mod trace;
 mod transport;
 pub mod upstream;
 
-pub use config::EdgeConfig;
+pub use config::{EdgeConfig, ReadyzRequires};
 pub use error::{EdgeError, SetupError};
 pub use server::{serve, serve_admin, serve_all};
 pub use service::{Edge, Live, schema_digest};

@@ -179,9 +179,12 @@ impl Edge {
         json!({ "digest": &*self.digest, "services": services, "routes": routes })
     }
 
-    /// Ready when the schema is loaded (it is, or we would not be serving), the gateway is
-    /// not shutting down, and every upstream accepts a TCP connection.
+    /// Ready when the schema is loaded (it is, or we would not be serving) and the gateway is
+    /// not shutting down; the upstreams only as `readyz_requires` says (by default not at
+    /// all: one upstream down must not take every replica out of its Service, and with it
+    /// every other service's traffic). The body lists every upstream's state either way.
     async fn readyz(&self) -> Response<ResponseBody> {
+        use crate::config::ReadyzRequires;
         if self.is_draining() {
             return plain(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -189,21 +192,34 @@ impl Edge {
                 Bytes::from_static(b"not ready: shutting down\n"),
             );
         }
-        let problems = self.upstreams.not_ready(Duration::from_secs(1)).await;
-        if problems.is_empty() {
-            plain(
-                StatusCode::OK,
-                "text/plain; charset=utf-8",
-                Bytes::from_static(b"ready\n"),
-            )
-        } else {
-            let text = format!("not ready: upstream unreachable: {}\n", problems.join("; "));
-            plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain; charset=utf-8",
-                Bytes::from(text),
-            )
+        let states = self.upstreams.readiness(Duration::from_secs(1)).await;
+        let reachable = states.iter().filter(|(_, s)| s.is_ok()).count();
+        let unready = match self.config.readyz_requires {
+            ReadyzRequires::None => None,
+            ReadyzRequires::AnyUpstream if reachable == 0 && !states.is_empty() => {
+                Some("no upstream is reachable (readyz_requires = \"any-upstream\")")
+            }
+            ReadyzRequires::AllUpstreams if reachable < states.len() => {
+                Some("an upstream is unreachable (readyz_requires = \"all-upstreams\")")
+            }
+            ReadyzRequires::AnyUpstream | ReadyzRequires::AllUpstreams => None,
+        };
+        let mut text = match unready {
+            Some(why) => format!("not ready: {why}\n"),
+            None => "ready\n".to_owned(),
+        };
+        for (name, state) in &states {
+            match state {
+                Ok(()) => text.push_str(&format!("upstream {name}: reachable\n")),
+                Err(why) => text.push_str(&format!("upstream {name}: unreachable: {why}\n")),
+            }
         }
+        let status = if unready.is_some() {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::OK
+        };
+        plain(status, "text/plain; charset=utf-8", Bytes::from(text))
     }
 }
 

@@ -435,9 +435,10 @@ impl Upstreams {
             .ok_or_else(|| unreached(format!("no upstream configured for service {service}")))
     }
 
-    /// The upstreams without a healthy endpoint, each with why: none has a connection up or
-    /// makes one within `timeout` (an upstream's endpoints are tried in turn).
-    pub async fn not_ready(&self, timeout: Duration) -> Vec<String> {
+    /// Each upstream by name, reachable or why not: reachable when one of its endpoints has a
+    /// connection up or makes one within `timeout` (an upstream's endpoints are tried in
+    /// turn, the upstreams at once).
+    pub async fn readiness(&self, timeout: Duration) -> Vec<(Arc<str>, Result<(), String>)> {
         let mut pools: Vec<&Arc<pool::Pool>> = Vec::new();
         for route in self.default.iter().chain(self.by_service.values()) {
             if !pools.iter().any(|p| Arc::ptr_eq(p, &route.pool)) {
@@ -445,12 +446,10 @@ impl Upstreams {
             }
         }
         pools.sort_by(|a, b| a.name.cmp(&b.name));
-        let checks = pools.iter().map(|pool| pool.ready(timeout));
-        futures_util::future::join_all(checks)
-            .await
-            .into_iter()
-            .filter_map(Result::err)
-            .collect()
+        let checks = pools
+            .iter()
+            .map(|pool| async { (Arc::clone(&pool.name), pool.ready(timeout).await) });
+        futures_util::future::join_all(checks).await
     }
 
     /// Calls a unary method with raw protobuf bytes. `timeout` is sent as `grpc-timeout`; the

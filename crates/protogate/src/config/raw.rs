@@ -51,6 +51,7 @@ pub use crate::duration::parse_duration;
 /// client_id_header = "x-app-name"            # names clients after x-client-id
 /// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
 /// unknown_query_parameters = "reject"        # or "ignore"
+/// readyz_requires = "none"                   # or "any-upstream", "all-upstreams"
 ///
 /// ca = "tls/upstream-ca.pem"                 # https:// upstreams: their CA (default: the
 /// client_cert = "tls/gateway.pem"            #   system's roots), the gateway's client
@@ -201,6 +202,8 @@ pub struct FileConfig {
     pub rate_limit: Option<RateLimitFileConfig>,
     pub worker_threads: Option<usize>,
     pub unknown_query_parameters: Option<UnknownQueryConfig>,
+    /// What `/readyz` asks of the upstreams (default `none`).
+    pub readyz_requires: Option<ReadyzRequiresConfig>,
     pub tls: Option<TlsFileConfig>,
     /// The default TLS settings of `https://` upstreams.
     pub ca: Option<PathBuf>,
@@ -356,6 +359,15 @@ pub struct OtelFileConfig {
 pub enum UpstreamCompression {
     None,
     Gzip,
+}
+
+/// `readyz_requires`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadyzRequiresConfig {
+    None,
+    AnyUpstream,
+    AllUpstreams,
 }
 
 /// `unknown_query_parameters`.

@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use super::ConfigError;
 use super::raw::{
-    CompressionFileConfig, CorsFileConfig, FileConfig, OtelFileConfig, SchemaSource, ServiceConfig,
-    SunsetFileRule, TlsFileConfig, UnknownQueryConfig, UpstreamCompression, Urls, duration,
+    CompressionFileConfig, CorsFileConfig, FileConfig, OtelFileConfig, ReadyzRequiresConfig,
+    SchemaSource, ServiceConfig, SunsetFileRule, TlsFileConfig, UnknownQueryConfig,
+    UpstreamCompression, Urls, duration,
 };
 use super::tables::{self, OtelConfig};
 use crate::cli::{LogFormat, SchemaArgs, ServeArgs};
@@ -525,6 +526,11 @@ fn edge_config(
         schema_source,
         // Set by `serve` when the schema comes from reflection.
         unknown_method: None,
+        readyz_requires: match file.readyz_requires {
+            None | Some(ReadyzRequiresConfig::None) => edge::ReadyzRequires::None,
+            Some(ReadyzRequiresConfig::AnyUpstream) => edge::ReadyzRequires::AnyUpstream,
+            Some(ReadyzRequiresConfig::AllUpstreams) => edge::ReadyzRequires::AllUpstreams,
+        },
         auth: file.auth.as_ref().map(super::access::auth).transpose()?,
         rate_limit: file
             .rate_limit

@@ -709,3 +709,28 @@ fn auth_and_rate_limit_settings() {
     assert_eq!(limits.max_clients, 100_000);
     assert_eq!(limits.redis.unwrap().timeout, Duration::from_millis(20));
 }
+
+/// `readyz_requires`: none by default, each mode by its name.
+#[test]
+fn readyz_requires_modes() {
+    let mode = |toml: &str| {
+        let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+        resolve(args(&[]), FileConfig::parse(&text, Path::new(".")).unwrap())
+            .map(|r| r.edge.readyz_requires)
+            .map_err(|e| e.0)
+    };
+    use edge::ReadyzRequires::*;
+    assert_eq!(mode(""), Ok(None));
+    assert_eq!(mode("readyz_requires = \"none\""), Ok(None));
+    assert_eq!(mode("readyz_requires = \"any-upstream\""), Ok(AnyUpstream));
+    assert_eq!(
+        mode("readyz_requires = \"all-upstreams\""),
+        Ok(AllUpstreams)
+    );
+    assert!(
+        FileConfig::parse("readyz_requires = \"some\"", Path::new("."))
+            .unwrap_err()
+            .0
+            .contains("unknown variant `some`")
+    );
+}
