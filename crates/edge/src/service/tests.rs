@@ -199,6 +199,8 @@ async fn every_refusal_is_a_status_in_the_error_form_and_is_recorded() {
         allow_origins: vec!["https://app.example".into()],
         ..Default::default()
     });
+    // The upstream (nothing listens) then makes `/readyz` unready.
+    config.readyz_requires = crate::ReadyzRequires::AllUpstreams;
     let edge = edge(config);
 
     // An own endpoint refusing a method: google.rpc.Status, Allow, a request id, counted.
