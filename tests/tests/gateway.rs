@@ -953,6 +953,27 @@ async fn health_metrics_and_kinds() {
     assert_eq!(a.json(), serde_json::json!({"id": "5", "kind": "LARGE"}));
     assert_eq!(Kind::Large as i32, 2);
     let text = http.metrics(gw.addr).await;
+    // The binary's version, and every series with known labels at 0 before any event.
+    assert!(
+        text.contains(&format!(
+            "protogate_build_info{{version=\"{}\",revision=\"unknown\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{text}"
+    );
+    for reason in [
+        "concurrency",
+        "upstream_concurrency",
+        "memory",
+        "connections",
+    ] {
+        let series = format!("protogate_shed_total{{reason=\"{reason}\"}} 0");
+        assert!(text.lines().any(|l| l == series), "{series}\n{text}");
+    }
+    for result in ["ok", "failed"] {
+        let series = format!("protogate_schema_reloads_total{{result=\"{result}\"}} 0");
+        assert!(text.lines().any(|l| l == series), "{series}\n{text}");
+    }
     assert!(
         metric(
             &text,

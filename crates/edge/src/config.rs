@@ -94,6 +94,9 @@ pub struct EdgeConfig {
     pub auth: Option<crate::auth::AuthConfig>,
     /// Per-client rate limits (`[rate_limit]`); default none.
     pub rate_limit: Option<crate::rate_limit::RateLimitConfig>,
+    /// The revision the binary was built from (`protogate_build_info{revision}`; default
+    /// "unknown"); the version is the crate's.
+    pub revision: &'static str,
     /// What `/readyz` asks of the upstreams besides the gateway's own readiness (default
     /// none: an upstream down makes its own methods fail, not the replica unready).
     pub readyz_requires: ReadyzRequires,
@@ -138,6 +141,7 @@ impl Default for EdgeConfig {
             auth: None,
             rate_limit: None,
             readyz_requires: ReadyzRequires::None,
+            revision: "unknown",
         }
     }
 }

@@ -133,6 +133,14 @@ pub struct Metrics {
     pub rate_limited: Family<MethodLabels, Counter>,
     /// Rate-limit checks the shared backend (Redis) did not answer in time.
     pub rate_limit_backend_errors: Counter,
+    /// 1 for the running binary, by its version and revision.
+    pub build_info: Family<BuildLabels, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: &'static str,
+    pub revision: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -260,7 +268,24 @@ impl Metrics {
             "Rate-limit checks the shared backend (Redis) did not answer in time; the local bucket decided",
             rate_limit_backend_errors.clone(),
         );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        registry.register(
+            "protogate_build_info",
+            "1 for the running binary, by its version and the revision it was built from",
+            build_info.clone(),
+        );
+        // Every series whose labels are known now starts at 0, so a dashboard's panel and a
+        // rate() alert see a healthy gateway's zero, not "no data".
+        for reason in crate::shed::ShedReason::ALL {
+            let _at_zero = shed.get_or_create(&ShedLabels {
+                reason: reason.as_str(),
+            });
+        }
+        for result in ["ok", "failed"] {
+            let _at_zero = schema_reloads.get_or_create(&ResultLabels { result });
+        }
         Metrics {
+            build_info,
             auth_failures,
             rate_limited,
             rate_limit_backend_errors,

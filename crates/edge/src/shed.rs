@@ -16,6 +16,13 @@ pub enum ShedReason {
 }
 
 impl ShedReason {
+    pub const ALL: [ShedReason; 4] = [
+        ShedReason::Requests,
+        ShedReason::UpstreamRequests,
+        ShedReason::Memory,
+        ShedReason::Connections,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ShedReason::Requests => "concurrency",

@@ -317,6 +317,13 @@ impl Edge {
         };
         let edge = Edge::build(schema, upstreams, config, lasting)?;
         edge.note_schema(None);
+        edge.metrics
+            .build_info
+            .get_or_create(&crate::metrics::BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+                revision: edge.config.revision,
+            })
+            .set(1);
         Ok(edge)
     }
 

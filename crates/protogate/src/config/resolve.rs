@@ -526,6 +526,7 @@ fn edge_config(
         schema_source,
         // Set by `serve` when the schema comes from reflection.
         unknown_method: None,
+        revision: env!("PROTOGATE_GIT_REVISION"),
         readyz_requires: match file.readyz_requires {
             None | Some(ReadyzRequiresConfig::None) => edge::ReadyzRequires::None,
             Some(ReadyzRequiresConfig::AnyUpstream) => edge::ReadyzRequires::AnyUpstream,
