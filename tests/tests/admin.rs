@@ -69,8 +69,18 @@ async fn an_admin_listener_takes_the_admin_endpoints_off_the_main_one() {
     );
     assert_eq!(http.get(admin, "/v1/shelves/1/books/2").await.status, 404);
     assert_eq!(http.get(admin, "/openapi.json").await.status, 404);
-    // On the main listener: /metrics and /readyz are nobody's, /healthz is the rule's.
-    for path in ["/metrics", "/readyz"] {
+    // Every admin page is on the admin listener…
+    for path in ["/admin/migration", "/admin/migration.json", "/admin/schema"] {
+        assert_eq!(http.get(admin, path).await.status, 200, "admin {path}");
+    }
+    // …and nobody's on the main listener (but /healthz, which the rule takes there).
+    for path in [
+        "/metrics",
+        "/readyz",
+        "/admin/migration",
+        "/admin/migration.json",
+        "/admin/schema",
+    ] {
         let a = http.get(stack.gw.addr, path).await;
         assert_eq!(a.status, 404, "main {path}");
         assert_eq!(a.json()["code"], 5, "main {path}");
