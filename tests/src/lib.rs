@@ -605,6 +605,33 @@ pub fn start_resolved(
 
 // === the client ===
 
+/// A gRPC call of `path` over HTTP/2 with `headers`, its one message empty, read whole
+/// (`grpc-status` in the head of a trailers-only answer, else in the trailers).
+pub async fn grpc_call(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Answer {
+    let headers: Vec<(&str, &str)> = [("te", "trailers")]
+        .into_iter()
+        .chain(headers.iter().copied())
+        .collect();
+    Http::h2()
+        .post(
+            addr,
+            path,
+            "application/grpc",
+            &headers,
+            vec![0u8, 0, 0, 0, 0],
+        )
+        .await
+}
+
+/// The hex SHA-256 of `key`, as `sha256sum` prints it (an `[[auth.api_keys]]` entry's).
+pub fn sha256_hex(key: &str) -> String {
+    ring::digest::digest(&ring::digest::SHA256, key.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// An HTTP answer, read whole.
 #[derive(Debug)]
 pub struct Answer {

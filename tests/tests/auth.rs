@@ -19,11 +19,16 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use protogate_tests::tls::{self, Ca};
-use protogate_tests::{Http, TempDir, start_backend, start_gateway_toml_in};
+use protogate_tests::{
+    Http, TempDir, eventually, eventually_async, grpc_call, sha256_hex, start_backend,
+    start_gateway_toml_in,
+};
 use serde_json::{Value, json};
 
 const METADATA: &str = "/protogate.test.svc.TestService/Metadata";
 const ECHO: &str = "/protogate.test.svc.TestService/Echo";
+/// How long a change the test made may take to show (only a failing test waits it out).
+const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The signing keys of one test, and their public halves as a JWKS.
 struct Keys {
@@ -124,14 +129,6 @@ fn sign(alg: Algorithm, kid: &str, key: &EncodingKey, claims: &Value) -> String 
     let mut header = Header::new(alg);
     header.kid = Some(kid.into());
     jsonwebtoken::encode(&header, claims, key).unwrap()
-}
-
-fn sha256_hex(key: &str) -> String {
-    ring::digest::digest(&ring::digest::SHA256, key.as_bytes())
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// `[auth]` on a JWKS file, one API key, Metadata requiring credentials; `more` after it.
@@ -331,15 +328,7 @@ async fn tokens_and_api_keys_name_the_caller_and_bad_ones_are_refused() {
     assert_eq!(a.status, 200, "{:?}", a.body);
     assert!(seen(&a).contains(&"x-protogate-client=billing-legacy".to_string()));
     // Relayed as gRPC (every header goes on), the key itself stays at the gateway.
-    let grpc = Http::h2()
-        .post(
-            gw.addr,
-            METADATA,
-            "application/grpc",
-            &[("te", "trailers"), ("x-api-key", "k-billing-7f3a")],
-            vec![0u8, 0, 0, 0, 0],
-        )
-        .await;
+    let grpc = grpc_call(gw.addr, METADATA, &[("x-api-key", "k-billing-7f3a")]).await;
     assert_eq!(
         grpc.header("grpc-status").or(grpc
             .trailers
@@ -372,16 +361,7 @@ async fn tokens_and_api_keys_name_the_caller_and_bad_ones_are_refused() {
     assert_eq!(a.status, 200, "{:?}", a.body);
 
     // gRPC: status 16 in a trailers-only answer; Connect: `unauthenticated` under 401.
-    let h2 = Http::h2();
-    let a = h2
-        .post(
-            gw.addr,
-            METADATA,
-            "application/grpc",
-            &[("te", "trailers"), ("authorization", "Bearer abc.def")],
-            vec![0u8, 0, 0, 0, 0],
-        )
-        .await;
+    let a = grpc_call(gw.addr, METADATA, &[("authorization", "Bearer abc.def")]).await;
     assert_eq!(a.status, 200);
     assert_eq!(a.header("grpc-status"), Some("16"), "{:?}", a.headers);
     assert!(a.header("www-authenticate").is_some());
@@ -523,15 +503,7 @@ burst = 1
     assert_eq!(meta(&[("x-api-key", "k-billing-7f3a")]).await.status, 200);
     assert_eq!(meta(&[("x-api-key", "k-billing-7f3a")]).await.status, 429);
     // gRPC: RESOURCE_EXHAUSTED.
-    let a = Http::h2()
-        .post(
-            gw.addr,
-            METADATA,
-            "application/grpc",
-            &[("te", "trailers"), ("x-api-key", "k-billing-7f3a")],
-            vec![0u8, 0, 0, 0, 0],
-        )
-        .await;
+    let a = grpc_call(gw.addr, METADATA, &[("x-api-key", "k-billing-7f3a")]).await;
     assert_eq!(a.header("grpc-status"), Some("8"), "{:?}", a.headers);
     let metrics = http.metrics(gw.addr).await;
     for (method, n) in [("Echo", 2), ("Metadata", 2)] {
@@ -606,15 +578,6 @@ impl JwksServer {
     }
 }
 
-/// Polls `check` until it holds, under the tests' 30 s deadline.
-async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn keys_from_a_url_are_fetched_again_for_a_new_kid_and_rotate() {
     let dir = TempDir::new("auth-jwks-url");
@@ -654,8 +617,10 @@ async fn keys_from_a_url_are_fetched_again_for_a_new_kid_and_rotate() {
     assert_eq!(status(slow.addr, &k1, "k1").await, 200);
     server.serve(&[&jwk1, &jwk2]);
     // (The request waits up to 2 s for the fetch; a slower one is in force soon after.)
-    until("a new kid fetched", async || {
-        status(slow.addr, &k2, "k2").await == 200
+    let status = &status;
+    let (k1, k2) = (&k1, &k2);
+    eventually_async("a new kid fetched", WAIT, || async move {
+        (status(slow.addr, k2, "k2").await == 200).then_some(())
     })
     .await;
     assert_eq!(server.fetches(), 2);
@@ -672,21 +637,23 @@ async fn keys_from_a_url_are_fetched_again_for_a_new_kid_and_rotate() {
     // fails keeps the keys in force.
     let (fast, _) =
         start_gateway_toml_in(dir.path(), &config_keys(&keys("200ms"), ""), &upstream).await;
-    assert_eq!(status(fast.addr, &k1, "k1").await, 200);
+    assert_eq!(status(fast.addr, k1, "k1").await, 200);
     server.serve(&[&jwk2]);
-    until("k1's tokens refused once it left the set", async || {
-        status(fast.addr, &k1, "k1").await == 401
-    })
+    eventually_async(
+        "k1's tokens refused once it left the set",
+        WAIT,
+        || async move { (status(fast.addr, k1, "k1").await == 401).then_some(()) },
+    )
     .await;
-    assert_eq!(status(fast.addr, &k2, "k2").await, 200);
+    assert_eq!(status(fast.addr, k2, "k2").await, 200);
     *server.doc.lock().unwrap() = String::new();
     let before = server.fetches();
-    until("two failed fetches", async || {
-        server.fetches() >= before + 2
+    eventually("two failed fetches", WAIT, || {
+        (server.fetches() >= before + 2).then_some(())
     })
     .await;
     assert_eq!(
-        status(fast.addr, &k2, "k2").await,
+        status(fast.addr, k2, "k2").await,
         200,
         "the keys in force stay"
     );

@@ -11,9 +11,13 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use protogate_tests::{Http, start_backend, start_gateway_toml};
+use protogate_tests::{
+    Http, eventually, eventually_async, sha256_hex, start_backend, start_gateway_toml,
+};
 
 const ECHO: &str = "/protogate.test.svc.TestService/Echo";
+/// How long a change the test made may take to show (only a failing test waits it out).
+const WAIT: Duration = Duration::from_secs(30);
 
 /// A `redis-server` of the test's own, killed when dropped.
 struct Redis {
@@ -31,7 +35,7 @@ impl Drop for Redis {
 impl Redis {
     /// A Redis on a free port of 127.0.0.1 (on `port` when given), answering PING; `None`
     /// (and a loud line, or a failure under `PROTOGATE_REQUIRE_ORACLES`) without the binary.
-    fn start(port: Option<u16>) -> Option<Redis> {
+    async fn start(port: Option<u16>) -> Option<Redis> {
         if Command::new("redis-server")
             .arg("--version")
             .output()
@@ -70,15 +74,17 @@ impl Redis {
                 .spawn()
                 .expect("redis-server starts");
             let mut redis = Redis { child, port };
-            let deadline = std::time::Instant::now() + Duration::from_secs(30);
-            while std::time::Instant::now() < deadline {
+            // Up when it answers PING; gone when the port was taken meanwhile (then another).
+            let up = eventually("redis-server to answer PING", WAIT, || {
                 if redis.ping() {
-                    return Some(redis);
+                    Some(true)
+                } else {
+                    redis.child.try_wait().unwrap().map(|_| false)
                 }
-                if redis.child.try_wait().unwrap().is_some() {
-                    break; // the port was taken meanwhile: another one
-                }
-                std::thread::sleep(Duration::from_millis(20));
+            })
+            .await;
+            if up {
+                return Some(redis);
             }
         }
         panic!("redis-server never answered PING");
@@ -95,14 +101,6 @@ impl Redis {
     }
 }
 
-fn sha256_hex(key: &str) -> String {
-    ring::digest::digest(&ring::digest::SHA256, key.as_bytes())
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// A backend-error count from a gateway's metrics.
 async fn backend_errors(http: &Http, gw: SocketAddr) -> u64 {
     let metrics = http.metrics(gw).await;
@@ -114,7 +112,7 @@ async fn backend_errors(http: &Http, gw: SocketAddr) -> u64 {
 
 #[tokio::test]
 async fn two_gateways_share_one_budget_and_fail_open_without_redis() {
-    let Some(redis) = Redis::start(None) else {
+    let Some(redis) = Redis::start(None).await else {
         return;
     };
     let port = redis.port;
@@ -178,19 +176,13 @@ redis_timeout = "5s"
     assert!(backend_errors(&http, a.addr).await >= 5);
 
     // Redis back (empty): the shared budget decides again, once the connection is made.
-    let _redis = Redis::start(Some(port)).expect("redis-server again");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let before = backend_errors(&http, b.addr).await;
+    let _redis = Redis::start(Some(port)).await.expect("redis-server again");
+    let (http, echo) = (&http, &echo);
+    let status = eventually_async("the gateway to use Redis again", WAIT, || async move {
+        let before = backend_errors(http, b.addr).await;
         let status = echo(b.addr).await.status;
-        if backend_errors(&http, b.addr).await == before {
-            assert_eq!(status, 200, "a fresh budget in the new Redis");
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never used Redis again"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        (backend_errors(http, b.addr).await == before).then_some(status)
+    })
+    .await;
+    assert_eq!(status, 200, "a fresh budget in the new Redis");
 }

@@ -97,9 +97,11 @@ impl Decision {
 
     /// `RateLimit-Policy: "default";q=<burst>;w=<seconds a burst takes to come back>`.
     pub fn policy_header(&self) -> HeaderValue {
-        let window = ceil_secs(Duration::from_secs_f64(
-            f64::from(self.limit.burst) / self.limit.per_second,
-        ))
+        // (A rate the configuration would not take could overflow a Duration: no panic.)
+        let window = ceil_secs(
+            Duration::try_from_secs_f64(f64::from(self.limit.burst) / self.limit.per_second)
+                .unwrap_or(Duration::MAX),
+        )
         .max(1);
         header(format!("\"default\";q={};w={window}", self.limit.burst))
     }

@@ -288,9 +288,9 @@ fn redis(
 }
 
 fn limit(per_client: f64, burst: Option<u32>) -> Result<Limit, String> {
-    if !(per_client.is_finite() && per_client > 0.0 && per_client <= 1e9) {
+    if !(per_client.is_finite() && (1e-6..=1e9).contains(&per_client)) {
         return Err(format!(
-            "per_client = {per_client}: requests a second, more than 0 (0.5: one every 2 s)"
+            "per_client = {per_client}: requests a second, from 0.000001 (one in 11.6 days) to 1e9 (0.5: one every 2 s)"
         ));
     }
     if burst == Some(0) {

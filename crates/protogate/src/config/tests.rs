@@ -640,7 +640,11 @@ fn auth_and_rate_limit_refusals_name_the_key() {
         ),
         (
             "[rate_limit]\nper_client = 0\n",
-            "[rate_limit] per_client = 0: requests a second, more than 0",
+            "[rate_limit] per_client = 0: requests a second, from 0.000001",
+        ),
+        (
+            "[rate_limit]\nper_client = 1e-300\n",
+            "[rate_limit] per_client = 0.000",
         ),
         (
             "[rate_limit]\nper_client = 1\nburst = 0\n",
