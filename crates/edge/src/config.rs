@@ -97,6 +97,9 @@ pub struct EdgeConfig {
     /// The revision the binary was built from (`protogate_build_info{revision}`; default
     /// "unknown"); the version is the crate's.
     pub revision: &'static str,
+    /// Reads the process's own figures for `/metrics` when scraped (the binary's `/proc`
+    /// reader); default none: no `process_*` series.
+    pub process: Option<fn() -> Option<crate::metrics::Process>>,
     /// What `/readyz` asks of the upstreams besides the gateway's own readiness (default
     /// none: an upstream down makes its own methods fail, not the replica unready).
     pub readyz_requires: ReadyzRequires,
@@ -142,6 +145,7 @@ impl Default for EdgeConfig {
             rate_limit: None,
             readyz_requires: ReadyzRequires::None,
             revision: "unknown",
+            process: None,
         }
     }
 }

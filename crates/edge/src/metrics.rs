@@ -11,6 +11,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::migration::{FORMATS, MethodSeries as ClientSeries, REASONS};
+use crate::protocol::Protocol;
+
 /// A method name label: shared, so building a label set per request allocates nothing.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct MethodName(pub Arc<str>);
@@ -388,11 +391,164 @@ impl Metrics {
 
     /// The exposition text (OpenMetrics, which Prometheus scrapes natively).
     pub fn render(&self) -> String {
+        self.render_with(&[], None)
+    }
+
+    /// The exposition text with the series read when scraped: each method's exported
+    /// clients (`protogate_client_requests_total`, `protogate_client_downgrades_total`) and
+    /// the process's figures.
+    pub fn render_with(&self, clients: &[ClientSeries], process: Option<&Process>) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let scraped = scraped_registry(clients, process);
+        if let Some(body) = out.strip_suffix("# EOF\n") {
+            let mut text = body.to_string();
+            let _ = prometheus_client::encoding::text::encode(&mut text, &scraped);
+            out = text;
+        }
         out
     }
+}
+
+/// A client name as a label value, escaped as the exposition format asks (the crate writes
+/// values as they are; method names never need it, a client's name may hold `"` or `\\`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct ClientName(Arc<str>);
+
+impl EncodeLabelValue for ClientName {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write as _;
+        let mut rest = &*self.0;
+        while let Some(at) = rest.find(['\\', '"', '\n']) {
+            encoder.write_str(&rest[..at])?;
+            encoder.write_str(match rest.as_bytes()[at] {
+                b'\\' => "\\\\",
+                b'"' => "\\\"",
+                _ => "\\n",
+            })?;
+            rest = &rest[at + 1..];
+        }
+        encoder.write_str(rest)
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClientRequestLabels {
+    client: ClientName,
+    method: MethodName,
+    request_format: &'static str,
+    response_format: &'static str,
+    protocol: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClientDowngradeLabels {
+    client: ClientName,
+    method: MethodName,
+    reason: &'static str,
+}
+
+/// The process's own figures (read by the binary: `EdgeConfig::process`), under the names
+/// every Prometheus client library uses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Process {
+    pub cpu_seconds: f64,
+    pub resident_bytes: u64,
+    pub open_fds: u64,
+    /// The soft limit (`None`: unlimited).
+    pub max_fds: Option<u64>,
+    pub start_time_seconds: f64,
+}
+
+/// The series made at each scrape, in a registry of their own.
+fn scraped_registry(clients: &[ClientSeries], process: Option<&Process>) -> Registry {
+    use prometheus_client::metrics::counter::ConstCounter;
+    use prometheus_client::metrics::gauge::ConstGauge;
+    let mut registry = Registry::default();
+    if !clients.is_empty() {
+        let requests = Family::<ClientRequestLabels, Counter>::default();
+        let downgrades = Family::<ClientDowngradeLabels, Counter>::default();
+        let other: Arc<str> = Arc::from(crate::migration::OTHER);
+        for m in clients {
+            let method = MethodName(m.method.clone());
+            let each = m
+                .clients
+                .iter()
+                .map(|(c, n)| (c, n))
+                .chain([(&other, &m.other)]);
+            for (client, counts) in each {
+                for (protocol, mix) in Protocol::LABELS.iter().zip(&counts.by_protocol) {
+                    for (req, row) in FORMATS.iter().zip(&mix.0) {
+                        for (resp, &n) in FORMATS.iter().zip(row) {
+                            if n > 0 {
+                                requests
+                                    .get_or_create(&ClientRequestLabels {
+                                        client: ClientName(client.clone()),
+                                        method: method.clone(),
+                                        request_format: req.as_str(),
+                                        response_format: resp.as_str(),
+                                        protocol,
+                                    })
+                                    .inc_by(n);
+                            }
+                        }
+                    }
+                }
+                for (reason, &n) in REASONS.iter().zip(&counts.downgrades) {
+                    if n > 0 {
+                        downgrades
+                            .get_or_create(&ClientDowngradeLabels {
+                                client: ClientName(client.clone()),
+                                method: method.clone(),
+                                reason: reason.as_str(),
+                            })
+                            .inc_by(n);
+                    }
+                }
+            }
+        }
+        registry.register(
+            "protogate_client_requests",
+            "Requests of each method's top clients ([migration] export_clients per method; the rest under client=\"other\"), by formats and protocol",
+            requests,
+        );
+        registry.register(
+            "protogate_client_downgrades",
+            "Downgrades of each method's top clients (the rest under client=\"other\"), by reason",
+            downgrades,
+        );
+    }
+    if let Some(p) = process {
+        registry.register(
+            "process_cpu_seconds",
+            "Total user and system CPU time spent in seconds",
+            ConstCounter::new(p.cpu_seconds),
+        );
+        registry.register(
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes",
+            ConstGauge::new(p.resident_bytes as i64),
+        );
+        registry.register(
+            "process_open_fds",
+            "Number of open file descriptors",
+            ConstGauge::new(p.open_fds as i64),
+        );
+        if let Some(max) = p.max_fds {
+            registry.register(
+                "process_max_fds",
+                "Maximum number of open file descriptors",
+                ConstGauge::new(max as i64),
+            );
+        }
+        registry.register(
+            "process_start_time_seconds",
+            "Start time of the process since unix epoch in seconds",
+            ConstGauge::new(p.start_time_seconds),
+        );
+    }
+    registry
 }
 
 /// The Content-Type of [`Metrics::render`]'s output.
@@ -462,5 +618,48 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn client_series_escape_their_names_and_sit_before_the_end() {
+        use crate::migration::{ClientId, Finished, Source, Tracker};
+        use transcode::Format;
+        let tracker = Tracker::new(10);
+        let headers = http::HeaderMap::new();
+        for name in ["web", "a\"b\\c"] {
+            let id = ClientId::verified(name, Source::ApiKey, &headers);
+            let mut f = Finished::new(Format::Json, Format::Json);
+            f.downgrades.insert(crate::downgrade::Reason::JsonRequested);
+            tracker.record(&Arc::from("p.S/M"), &id, &f, std::time::SystemTime::UNIX_EPOCH);
+        }
+        let process = Process {
+            cpu_seconds: 1.5,
+            resident_bytes: 1 << 20,
+            open_fds: 7,
+            max_fds: None,
+            start_time_seconds: 1.7e9,
+        };
+        let text = Metrics::new().render_with(
+            &tracker.export(crate::migration::ExportSettings::default()),
+            Some(&process),
+        );
+        for want in [
+            r#"protogate_client_requests_total{client="web",method="p.S/M",request_format="json",response_format="json",protocol="http"} 1"#,
+            r#"protogate_client_requests_total{client="a\"b\\c",method="p.S/M",request_format="json",response_format="json",protocol="http"} 1"#,
+            r#"protogate_client_downgrades_total{client="web",method="p.S/M",reason="json_requested"} 1"#,
+            "process_cpu_seconds_total 1.5",
+            "process_resident_memory_bytes 1048576",
+            "process_open_fds 7",
+            "process_start_time_seconds 1700000000.0",
+        ] {
+            assert!(text.lines().any(|l| l == want), "{want} in\n{text}");
+        }
+        assert!(!text.contains("process_max_fds"), "{text}");
+        assert!(
+            !text.contains(r#"_total{client="other""#),
+            "nothing else: {text}"
+        );
+        assert_eq!(text.matches("# EOF").count(), 1);
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

@@ -27,6 +27,7 @@ mod listen;
 mod logging;
 #[cfg(feature = "otel")]
 mod otel;
+pub mod process;
 mod reload;
 mod report;
 mod run;

@@ -117,7 +117,7 @@ fn counts_json(c: &Counts) -> Map<String, Value> {
     for req in FORMATS {
         let row: Map<String, Value> = FORMATS
             .iter()
-            .map(|&resp| (resp.as_str().to_string(), json!(c.mix.get(req, resp))))
+            .map(|&resp| (resp.as_str().to_string(), json!(c.mix().get(req, resp))))
             .collect();
         mix.insert(req.as_str().into(), Value::Object(row));
     }
@@ -143,7 +143,7 @@ fn counts_json(c: &Counts) -> Map<String, Value> {
     m.insert("exempt".into(), json!(c.exempt));
     let protocols: Map<String, Value> = Protocol::LABELS
         .iter()
-        .zip(c.protocols)
+        .zip(c.protocols())
         .map(|(name, n)| ((*name).to_string(), json!(n)))
         .collect();
     m.insert("protocols".into(), Value::Object(protocols));

@@ -10,6 +10,7 @@
 //! - `sunset`: [`SunsetPolicy`], [`SunsetRule`] → [`JsonDecision`] and its headers.
 //! - `dates`: [`parse_time`], [`parse_duration`], [`parse_brownout`]; RFC 3339 and
 //!   HTTP-date rendering.
+//! - `export`: [`Tracker::export`], the top clients of each method as Prometheus series.
 //! - `report`, `page`, `json`: [`Report`] (plain data), [`render_html`], [`render_json`].
 //!
 //! # Wiring
@@ -60,6 +61,9 @@ pub struct MigrationConfig {
     pub max_clients: usize,
     /// A header naming the client, read after `x-client-id` (`client_id_header`).
     pub client_id_header: Option<http::HeaderName>,
+    /// Which clients have Prometheus series of their own (`export_clients`,
+    /// `export_unverified`).
+    pub export: ExportSettings,
 }
 
 impl Default for MigrationConfig {
@@ -67,12 +71,14 @@ impl Default for MigrationConfig {
         MigrationConfig {
             max_clients: DEFAULT_MAX_CLIENTS,
             client_id_header: None,
+            export: ExportSettings::default(),
         }
     }
 }
 
 mod client;
 mod dates;
+mod export;
 mod figures;
 #[cfg(test)]
 mod fixture;
@@ -88,6 +94,7 @@ pub use client::{ClientId, MAX_NAME_BYTES, Source, UNKNOWN, X_CLIENT_ID};
 pub use dates::{
     Brownout, ParseError, http_date, parse_brownout, parse_duration, parse_time, rfc3339,
 };
+pub use export::{DEFAULT_EXPORT_CLIENTS, ExportSettings, MethodSeries, OTHER};
 pub use figures::{number, percent, thousands};
 pub use json::render_json;
 pub use page::{esc, render_html};

@@ -150,7 +150,7 @@ fn mix_table(out: &mut String, totals: &Counts) {
     for req in FORMATS {
         w!(out, "<tr><th>{}</th>", format_name(req));
         for resp in FORMATS {
-            let n = totals.mix.get(req, resp);
+            let n = totals.mix().get(req, resp);
             let class = match (resp, n) {
                 (_, 0) => "n zero",
                 (Format::Json, _) => "n json",
@@ -161,7 +161,7 @@ fn mix_table(out: &mut String, totals: &Counts) {
         w!(
             out,
             "<td class=\"n\">{}</td></tr>\n",
-            thousands(totals.mix.sent(req))
+            thousands(totals.mix().sent(req))
         );
     }
     out.push_str("<tr class=\"total\"><th>all</th>");
@@ -169,7 +169,7 @@ fn mix_table(out: &mut String, totals: &Counts) {
         w!(
             out,
             "<td class=\"n\">{}</td>",
-            thousands(totals.mix.answered(resp))
+            thousands(totals.mix().answered(resp))
         );
     }
     w!(
@@ -508,7 +508,7 @@ fn downgrades(c: &Counts) -> String {
 fn protocols(c: &Counts) -> String {
     let parts: Vec<String> = Protocol::LABELS
         .iter()
-        .zip(c.protocols)
+        .zip(c.protocols())
         .filter(|(_, n)| *n > 0)
         .map(|(name, n)| format!("<span class=\"protocol\">{name}</span> {}", thousands(n)))
         .collect();

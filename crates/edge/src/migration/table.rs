@@ -27,6 +27,9 @@ pub(super) struct Row<C> {
     pub(super) error: u64,
     /// Where the row sits in the heap.
     pos: u32,
+    /// When the row was given to its client, in the table's order of admissions (from 1):
+    /// a client that lost its row and got another has a new one.
+    pub(super) seq: u64,
     /// What this client did since it got the row (exact).
     pub(super) counts: C,
     pub(super) first_seen: SystemTime,
@@ -43,6 +46,8 @@ pub(super) struct Table<C> {
     index: HashMap<Arc<str>, u32>,
     rows: Vec<Row<C>>,
     heap: Vec<u32>,
+    /// The last row's [`Row::seq`] (0 before any).
+    last_seq: u64,
 }
 
 impl<C: Default> Table<C> {
@@ -56,6 +61,11 @@ impl<C: Default> Table<C> {
 
     pub(super) fn row_mut(&mut self, slot: usize) -> &mut Row<C> {
         &mut self.rows[slot]
+    }
+
+    /// The [`Row::seq`] of the row given last (0 before any).
+    pub(super) fn last_seq(&self) -> u64 {
+        self.last_seq
     }
 
     /// The slot of a client's row: a hash lookup, no allocation.
@@ -73,7 +83,9 @@ impl<C: Default> Table<C> {
     pub(super) fn push(&mut self, name: Arc<str>, now: SystemTime) -> usize {
         let slot = self.rows.len();
         self.index.insert(Arc::clone(&name), slot as u32);
-        self.rows.push(Row::new(name, 1, 0, slot as u32, now));
+        self.last_seq += 1;
+        self.rows
+            .push(Row::new(name, 1, 0, slot as u32, self.last_seq, now));
         self.heap.push(slot as u32);
         self.sift_up(slot);
         slot
@@ -88,7 +100,8 @@ impl<C: Default> Table<C> {
     ) -> Option<(usize, Row<C>)> {
         let slot = *self.heap.first()? as usize;
         let min = self.rows[slot].estimate;
-        let row = Row::new(Arc::clone(&name), min + 1, min, 0, now);
+        self.last_seq += 1;
+        let row = Row::new(Arc::clone(&name), min + 1, min, 0, self.last_seq, now);
         let old = std::mem::replace(&mut self.rows[slot], row);
         self.index.remove(&old.name);
         self.index.insert(name, slot as u32);
@@ -175,12 +188,20 @@ impl<C: Default> Table<C> {
 }
 
 impl<C: Default> Row<C> {
-    fn new(name: Arc<str>, estimate: u64, error: u64, pos: u32, now: SystemTime) -> Row<C> {
+    fn new(
+        name: Arc<str>,
+        estimate: u64,
+        error: u64,
+        pos: u32,
+        seq: u64,
+        now: SystemTime,
+    ) -> Row<C> {
         Row {
             name,
             estimate,
             error,
             pos,
+            seq,
             counts: C::default(),
             first_seen: now,
             last_seen: now,

@@ -25,6 +25,7 @@ use std::time::{Duration, SystemTime};
 use transcode::{Format, UnknownField};
 
 use super::client::ClientId;
+use super::export::{ExportSettings, Exporter, MethodSeries};
 use super::figures::number;
 use super::series::Series;
 use super::sunset::{RefusalReason, Verdict};
@@ -217,29 +218,47 @@ impl FormatMix {
     pub fn sent(&self, request: Format) -> u64 {
         self.0[format_index(request)].iter().sum()
     }
+
+    fn merge(&mut self, o: &FormatMix) {
+        for (a, b) in self.0.iter_mut().flatten().zip(o.0.iter().flatten()) {
+            *a += b;
+        }
+    }
 }
 
-/// What a set of requests did: the format mix, downgrades by reason, JSON refused by reason,
-/// exempt JSON answers.
+/// What a set of requests did: the format mix per client protocol, downgrades by reason,
+/// JSON refused by reason, exempt JSON answers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
-    pub mix: FormatMix,
+    /// The format mix of each client protocol, in [`Protocol::LABELS`] order (joint, so
+    /// per-client series can carry both labels exactly).
+    pub by_protocol: [FormatMix; 4],
     /// In [`REASONS`] order.
     pub downgrades: [u64; 4],
     /// In [`RefusalReason::ALL`] order.
     pub refused: [u64; 2],
     pub exempt: u64,
-    /// Requests by client protocol, in [`Protocol::LABELS`] order.
-    pub protocols: [u64; 4],
 }
 
 impl Counts {
     pub fn requests(&self) -> u64 {
-        self.mix.total()
+        self.by_protocol.iter().map(FormatMix::total).sum()
+    }
+
+    /// The format mix over every protocol.
+    pub fn mix(&self) -> FormatMix {
+        let mut mix = FormatMix::default();
+        for m in &self.by_protocol {
+            mix.merge(m);
+        }
+        mix
     }
 
     pub fn json_answers(&self) -> u64 {
-        self.mix.answered(Format::Json)
+        self.by_protocol
+            .iter()
+            .map(|m| m.answered(Format::Json))
+            .sum()
     }
 
     pub fn downgrades(&self, r: Reason) -> u64 {
@@ -252,12 +271,17 @@ impl Counts {
 
     /// Requests that came in `protocol`.
     pub fn protocol(&self, protocol: Protocol) -> u64 {
-        self.protocols[protocol.index()]
+        self.by_protocol[protocol.index()].total()
+    }
+
+    /// Requests by client protocol, in [`Protocol::LABELS`] order.
+    pub fn protocols(&self) -> [u64; 4] {
+        self.by_protocol.map(|m| m.total())
     }
 
     fn add(&mut self, f: &Finished<'_>) {
-        self.mix.0[format_index(f.request)][format_index(f.response)] += 1;
-        self.protocols[f.protocol.index()] += 1;
+        self.by_protocol[f.protocol.index()].0[format_index(f.request)]
+            [format_index(f.response)] += 1;
         for r in f.downgrades.iter() {
             self.downgrades[reason_index(r)] += 1;
         }
@@ -268,15 +292,28 @@ impl Counts {
         }
     }
 
-    fn merge(&mut self, o: &Counts) {
-        for (a, b) in self
-            .mix
-            .0
-            .iter_mut()
-            .flatten()
-            .zip(o.mix.0.iter().flatten())
-        {
-            *a += b;
+    /// These counts less `o`'s, each at least 0.
+    pub fn minus(&self, o: &Counts) -> Counts {
+        let mut out = *self;
+        for (a, b) in out.by_protocol.iter_mut().zip(&o.by_protocol) {
+            for (x, y) in a.0.iter_mut().flatten().zip(b.0.iter().flatten()) {
+                *x = x.saturating_sub(*y);
+            }
+        }
+        for (a, b) in out.downgrades.iter_mut().zip(o.downgrades) {
+            *a = a.saturating_sub(b);
+        }
+        for (a, b) in out.refused.iter_mut().zip(o.refused) {
+            *a = a.saturating_sub(b);
+        }
+        out.exempt = out.exempt.saturating_sub(o.exempt);
+        out
+    }
+
+    /// Adds `o`'s counts to these.
+    pub fn merge(&mut self, o: &Counts) {
+        for (a, b) in self.by_protocol.iter_mut().zip(&o.by_protocol) {
+            a.merge(b);
         }
         for (a, b) in self.downgrades.iter_mut().zip(o.downgrades) {
             *a += b;
@@ -285,9 +322,6 @@ impl Counts {
             *a += b;
         }
         self.exempt += o.exempt;
-        for (a, b) in self.protocols.iter_mut().zip(o.protocols) {
-            *a += b;
-        }
     }
 }
 
@@ -388,6 +422,8 @@ pub struct Tracker {
     /// Rows in use over every method; never above `max_clients`.
     rows: AtomicUsize,
     ignored: AtomicU64,
+    /// What the Prometheus series showed at the last scrape ([`Tracker::export`]).
+    exported: Exporter,
 }
 
 /// The tracked methods by name (names from the schema).
@@ -448,6 +484,7 @@ impl Tracker {
             method_count: AtomicUsize::new(0),
             rows: AtomicUsize::new(0),
             ignored: AtomicU64::new(0),
+            exported: Exporter::default(),
         }
     }
 
@@ -602,6 +639,11 @@ impl Tracker {
             }
         }
         false
+    }
+
+    /// Each method's Prometheus series now (`export.rs`).
+    pub fn export(&self, settings: ExportSettings) -> Vec<MethodSeries> {
+        self.exported.collect(self, settings)
     }
 
     /// Runs `f` on each method's state (locked one at a time) whose name `keep` accepts.
@@ -760,20 +802,20 @@ mod tests {
         let report = tracker.raw(&m);
         assert_eq!(report.totals.requests(), 19);
         assert_eq!(report.totals.json_answers(), 8);
-        assert_eq!(report.totals.mix.get(Format::Json, Format::Json), 6);
-        assert_eq!(report.totals.mix.get(Format::Protobuf, Format::Json), 2);
-        assert_eq!(report.totals.mix.sent(Format::Protobuf), 9);
+        assert_eq!(report.totals.mix().get(Format::Json, Format::Json), 6);
+        assert_eq!(report.totals.mix().get(Format::Protobuf, Format::Json), 2);
+        assert_eq!(report.totals.mix().sent(Format::Protobuf), 9);
         assert_eq!(report.totals.downgrades(Reason::JsonRequested), 8);
         assert_eq!(report.other, Counts::default());
         let web = &report.rows["web"];
-        assert_eq!(web.mix.get(Format::Json, Format::Json), 5);
-        assert_eq!(web.mix.get(Format::Json, Format::Protobuf), 1);
+        assert_eq!(web.mix().get(Format::Json, Format::Json), 5);
+        assert_eq!(web.mix().get(Format::Json, Format::Protobuf), 1);
         assert_eq!(web.requests(), 6);
         let ios = &report.rows["ios"];
-        assert_eq!(ios.mix.get(Format::Msgpack, Format::Msgpack), 3);
+        assert_eq!(ios.mix().get(Format::Msgpack, Format::Msgpack), 3);
         assert_eq!(ios.json_answers(), 2);
         let batch = &report.rows["batch"];
-        assert_eq!(batch.mix.get(Format::Protobuf, Format::Protobuf), 7);
+        assert_eq!(batch.mix().get(Format::Protobuf, Format::Protobuf), 7);
         assert_eq!(batch.downgrades(Reason::JsonRequested), 1);
     }
 

@@ -125,7 +125,10 @@ impl Edge {
             _ => plain(
                 StatusCode::OK,
                 crate::metrics::CONTENT_TYPE,
-                Bytes::from(self.metrics.render()),
+                Bytes::from(self.metrics.render_with(
+                    &self.migration.export(self.config.migration.export),
+                    self.config.process.and_then(|read| read()).as_ref(),
+                )),
             ),
         }))
     }

@@ -74,6 +74,8 @@ pub use crate::duration::parse_duration;
 ///
 /// [migration]
 /// max_clients = 1000                         # (method, client) rows in the migration report
+/// export_clients = 50                        # clients per method with Prometheus series
+/// export_unverified = true                   # default: true unless [auth] or client_ca is set
 ///
 /// [[json_sunset]]                            # ending JSON, per method, service or package
 /// selector = "demo.shop.v1.Shop.*"
@@ -253,6 +255,8 @@ pub enum LevelConfig {
 #[serde(deny_unknown_fields)]
 pub struct MigrationFileConfig {
     pub max_clients: Option<usize>,
+    pub export_clients: Option<usize>,
+    pub export_unverified: Option<bool>,
 }
 
 /// One `[[json_sunset]]` rule, as written.

@@ -527,6 +527,7 @@ fn edge_config(
         // Set by `serve` when the schema comes from reflection.
         unknown_method: None,
         revision: env!("PROTOGATE_GIT_REVISION"),
+        process: Some(crate::process::read),
         readyz_requires: match file.readyz_requires {
             None | Some(ReadyzRequiresConfig::None) => edge::ReadyzRequires::None,
             Some(ReadyzRequiresConfig::AnyUpstream) => edge::ReadyzRequires::AnyUpstream,

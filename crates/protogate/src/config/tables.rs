@@ -28,12 +28,20 @@ pub struct OtelConfig {
 pub(super) fn migration(
     file: &FileConfig,
 ) -> Result<edge::migration::MigrationConfig, ConfigError> {
+    let table = file.migration.as_ref();
+    // Self-declared names get series of their own only where no one can be verified: once
+    // [auth] or client certificates name clients, a name anyone may send is not a label.
+    let verifies = file.auth.is_some() || file.tls.as_ref().is_some_and(|t| t.client_ca.is_some());
     Ok(edge::migration::MigrationConfig {
-        max_clients: file
-            .migration
-            .as_ref()
+        max_clients: table
             .and_then(|m| m.max_clients)
             .unwrap_or(edge::migration::DEFAULT_MAX_CLIENTS),
+        export: edge::migration::ExportSettings {
+            clients: table
+                .and_then(|m| m.export_clients)
+                .unwrap_or(edge::migration::DEFAULT_EXPORT_CLIENTS),
+            unverified: table.and_then(|m| m.export_unverified).unwrap_or(!verifies),
+        },
         client_id_header: file
             .client_id_header
             .as_deref()

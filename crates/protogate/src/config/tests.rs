@@ -480,6 +480,32 @@ fn compression_settings() {
 }
 
 #[test]
+fn exported_clients() {
+    let resolved = |toml: &str| {
+        let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+        resolve(args(&[]), FileConfig::parse(&text, Path::new(".")).unwrap())
+            .unwrap()
+            .edge
+            .migration
+            .export
+    };
+    let export = resolved("");
+    assert_eq!(export.clients, 50);
+    assert!(export.unverified, "no one can be verified: every name is exported");
+    let key = format!(
+        "[auth]\n[[auth.api_keys]]\nclient = \"billing\"\nsha256 = \"{}\"\n",
+        "ab".repeat(32)
+    );
+    let export = resolved(&key);
+    assert!(!export.unverified, "with [auth], only verified names");
+    let export = resolved(&format!(
+        "{key}[migration]\nexport_clients = 0\nexport_unverified = true\n"
+    ));
+    assert_eq!(export.clients, 0);
+    assert!(export.unverified);
+}
+
+#[test]
 fn otel_needs_the_feature_and_a_url() {
     let resolved = |toml: &str| {
         let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
