@@ -391,17 +391,15 @@ impl Metrics {
 
     /// The exposition text (OpenMetrics, which Prometheus scrapes natively).
     pub fn render(&self) -> String {
-        self.render_with(&[], None)
+        self.render_with(&Scraped::default())
     }
 
-    /// The exposition text with the series read when scraped: each method's exported
-    /// clients (`protogate_client_requests_total`, `protogate_client_downgrades_total`) and
-    /// the process's figures.
-    pub fn render_with(&self, clients: &[ClientSeries], process: Option<&Process>) -> String {
+    /// The exposition text with the series read when scraped.
+    pub fn render_with(&self, scraped: &Scraped<'_>) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        let scraped = scraped_registry(clients, process);
+        let scraped = scraped_registry(scraped);
         if let Some(body) = out.strip_suffix("# EOF\n") {
             let mut text = body.to_string();
             let _ = prometheus_client::encoding::text::encode(&mut text, &scraped);
@@ -449,6 +447,24 @@ struct ClientDowngradeLabels {
     reason: &'static str,
 }
 
+/// What is read when `/metrics` is scraped, not kept in the registry.
+#[derive(Debug, Default)]
+pub struct Scraped<'a> {
+    /// Each method's exported clients (`protogate_client_requests_total`,
+    /// `protogate_client_downgrades_total`).
+    pub clients: &'a [ClientSeries],
+    /// The `process_*` series.
+    pub process: Option<Process>,
+    /// The listener certificate's notAfter, Unix seconds
+    /// (`protogate_tls_certificate_expiration_timestamp_seconds{name="server"}`).
+    pub certificate_expiry: Option<i64>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CertificateLabels {
+    name: &'static str,
+}
+
 /// The process's own figures (read by the binary: `EdgeConfig::process`), under the names
 /// every Prometheus client library uses.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -462,10 +478,11 @@ pub struct Process {
 }
 
 /// The series made at each scrape, in a registry of their own.
-fn scraped_registry(clients: &[ClientSeries], process: Option<&Process>) -> Registry {
+fn scraped_registry(scraped: &Scraped<'_>) -> Registry {
     use prometheus_client::metrics::counter::ConstCounter;
     use prometheus_client::metrics::gauge::ConstGauge;
     let mut registry = Registry::default();
+    let clients = scraped.clients;
     if !clients.is_empty() {
         let requests = Family::<ClientRequestLabels, Counter>::default();
         let downgrades = Family::<ClientDowngradeLabels, Counter>::default();
@@ -519,7 +536,18 @@ fn scraped_registry(clients: &[ClientSeries], process: Option<&Process>) -> Regi
             downgrades,
         );
     }
-    if let Some(p) = process {
+    if let Some(at) = scraped.certificate_expiry {
+        let family = Family::<CertificateLabels, Gauge>::default();
+        family
+            .get_or_create(&CertificateLabels { name: "server" })
+            .set(at);
+        registry.register(
+            "protogate_tls_certificate_expiration_timestamp_seconds",
+            "When the listener's TLS certificate in force expires (its notAfter), in Unix seconds",
+            family,
+        );
+    }
+    if let Some(p) = &scraped.process {
         registry.register(
             "process_cpu_seconds",
             "Total user and system CPU time spent in seconds",
@@ -630,7 +658,12 @@ mod tests {
             let id = ClientId::verified(name, Source::ApiKey, &headers);
             let mut f = Finished::new(Format::Json, Format::Json);
             f.downgrades.insert(crate::downgrade::Reason::JsonRequested);
-            tracker.record(&Arc::from("p.S/M"), &id, &f, std::time::SystemTime::UNIX_EPOCH);
+            tracker.record(
+                &Arc::from("p.S/M"),
+                &id,
+                &f,
+                std::time::SystemTime::UNIX_EPOCH,
+            );
         }
         let process = Process {
             cpu_seconds: 1.5,
@@ -639,10 +672,11 @@ mod tests {
             max_fds: None,
             start_time_seconds: 1.7e9,
         };
-        let text = Metrics::new().render_with(
-            &tracker.export(crate::migration::ExportSettings::default()),
-            Some(&process),
-        );
+        let text = Metrics::new().render_with(&Scraped {
+            clients: &tracker.export(crate::migration::ExportSettings::default()),
+            process: Some(process),
+            certificate_expiry: Some(1_800_000_000),
+        });
         for want in [
             r#"protogate_client_requests_total{client="web",method="p.S/M",request_format="json",response_format="json",protocol="http"} 1"#,
             r#"protogate_client_requests_total{client="a\"b\\c",method="p.S/M",request_format="json",response_format="json",protocol="http"} 1"#,
@@ -651,6 +685,7 @@ mod tests {
             "process_resident_memory_bytes 1048576",
             "process_open_fds 7",
             "process_start_time_seconds 1700000000.0",
+            r#"protogate_tls_certificate_expiration_timestamp_seconds{name="server"} 1800000000"#,
         ] {
             assert!(text.lines().any(|l| l == want), "{want} in\n{text}");
         }

@@ -62,8 +62,13 @@ impl ListenerFiles {
         Ok(Contents(all))
     }
 
-    fn build(&self, contents: &Contents) -> Result<ServerConfig, ConfigError> {
+    /// The server configuration and its certificate (the chain's first).
+    fn build(
+        &self,
+        contents: &Contents,
+    ) -> Result<(ServerConfig, CertificateDer<'static>), ConfigError> {
         let chain = certificates(&contents.0[0], &self.cert, "tls.cert")?;
+        let leaf = chain[0].clone();
         let key = private_key(&contents.0[1], &self.key, "tls.key")?;
         let builder = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
@@ -83,21 +88,22 @@ impl ListenerFiles {
             }
             _ => builder.with_no_client_auth(),
         };
-        builder.with_single_cert(chain, key).map_err(|e| {
+        let config = builder.with_single_cert(chain, key).map_err(|e| {
             ConfigError(format!(
                 "tls.key {} does not go with the certificate in tls.cert {}: {e}",
                 self.key.display(),
                 self.cert.display()
             ))
-        })
+        })?;
+        Ok((config, leaf))
     }
 
     /// The listener's TLS, loaded now; an error names the file at fault.
     pub fn load(&self) -> Result<Loaded, ConfigError> {
         let contents = self.read()?;
-        let config = self.build(&contents)?;
+        let (config, leaf) = self.build(&contents)?;
         Ok(Loaded {
-            tls: ListenerTls::new(config),
+            tls: ListenerTls::new(config, &leaf),
             contents,
         })
     }
@@ -106,11 +112,12 @@ impl ListenerFiles {
     /// ([`Settings::apply`]); an error names the file at fault.
     pub fn prepare(&self) -> Result<Prepared, ConfigError> {
         let contents = self.read()?;
-        let config = self.build(&contents)?;
+        let (config, leaf) = self.build(&contents)?;
         Ok(Prepared {
             files: self.clone(),
             contents,
             config,
+            leaf,
         })
     }
 }
@@ -126,6 +133,7 @@ pub struct Prepared {
     files: ListenerFiles,
     contents: Contents,
     config: ServerConfig,
+    leaf: CertificateDer<'static>,
 }
 
 /// Where a reload hands the watcher new settings, and hears they are in force.
@@ -182,7 +190,7 @@ impl Loaded {
                 tokio::select! {
                     _ = ticks.tick() => {}
                     Some((prepared, done)) = updated.recv() => {
-                        tls.replace(prepared.config);
+                        tls.replace(prepared.config, &prepared.leaf);
                         files = prepared.files;
                         seen = prepared.contents;
                         tracing::info!(
@@ -202,8 +210,8 @@ impl Loaded {
                     Err(_) => continue,
                 };
                 match files.build(&contents) {
-                    Ok(config) => {
-                        tls.replace(config);
+                    Ok((config, leaf)) => {
+                        tls.replace(config, &leaf);
                         tracing::info!(cert = %files.cert.display(), "TLS certificate reloaded: new connections use it");
                     }
                     Err(error) => {

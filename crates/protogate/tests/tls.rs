@@ -31,7 +31,13 @@ impl Ca {
 
     /// A certificate for 127.0.0.1 and its key, PEM.
     fn server(&self) -> (String, String) {
-        let params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        self.server_until(2040)
+    }
+
+    /// A certificate for 127.0.0.1 valid until the start of `year`, and its key, PEM.
+    fn server_until(&self, year: i32) -> (String, String) {
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        params.not_after = rcgen::date_time_ymd(year, 1, 1);
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.0).unwrap();
         (cert.pem(), key.serialize_pem())
@@ -76,8 +82,14 @@ impl Conn {
 
     /// GET /healthz on this connection: the status line.
     fn healthz(&mut self) -> String {
+        let text = self.get("/healthz");
+        text.lines().next().unwrap_or_default().to_owned()
+    }
+
+    /// GET `path` on this connection: the whole answer.
+    fn get(&mut self, path: &str) -> String {
         self.tls
-            .write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+            .write_all(format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").as_bytes())
             .unwrap();
         let mut answer = Vec::new();
         let mut buf = [0u8; 4096];
@@ -87,8 +99,7 @@ impl Conn {
             assert!(n > 0, "the connection closed: {answer:?}");
             answer.extend_from_slice(&buf[..n]);
         }
-        let text = String::from_utf8_lossy(&answer).into_owned();
-        text.lines().next().unwrap_or_default().to_owned()
+        String::from_utf8_lossy(&answer).into_owned()
     }
 }
 
@@ -96,7 +107,7 @@ impl Conn {
 fn a_rotated_certificate_is_served_to_new_connections_and_a_broken_one_is_refused() {
     let scratch = Scratch::new("tls-rotation");
     let ca = Ca::new();
-    let (cert, key) = ca.server();
+    let (cert, key) = ca.server_until(2031);
     let cert_path = scratch.file("server.pem", &cert);
     let key_path = scratch.file("server.key", &key);
     let config = scratch.file(
@@ -119,11 +130,23 @@ fn a_rotated_certificate_is_served_to_new_connections_and_a_broken_one_is_refuse
     let mut open = Conn::open(addr, ca.client()).unwrap();
     let first = open.certificate();
     assert!(open.healthz().contains("200"));
+    // The certificate's notAfter (2031-01-01T00:00:00Z) for the expiry alert.
+    let expiry = |conn: &mut Conn| {
+        let text = conn.get("/metrics");
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(
+                    r#"protogate_tls_certificate_expiration_timestamp_seconds{name="server"} "#,
+                )
+            })
+            .map(str::to_owned)
+    };
+    assert_eq!(expiry(&mut open).as_deref(), Some("1924992000"));
 
     // cert-manager renews: both files replaced. The gateway may look between the two and
     // find the new key with the old certificate (a "do not work" line): the waits below
     // count only lines logged after the step they wait for.
-    let (cert2, key2) = ca.server();
+    let (cert2, key2) = ca.server_until(2032);
     let before_renewal = gw.log().len();
     replace(&key_path, &key2);
     replace(&cert_path, &cert2);
@@ -143,8 +166,9 @@ fn a_rotated_certificate_is_served_to_new_connections_and_a_broken_one_is_refuse
         "not the renewed certificate"
     );
     line_after(&gw, before_renewal, "TLS certificate reloaded");
-    // The connection opened before is still served.
+    // The connection opened before is still served, and the gauge follows the renewal.
     assert!(open.healthz().contains("200"));
+    assert_eq!(expiry(&mut open).as_deref(), Some("1956528000"));
 
     // A key that does not go with the certificate: logged, the working pair kept.
     let (_, other_key) = ca.server();

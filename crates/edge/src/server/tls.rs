@@ -23,6 +23,9 @@ use crate::transport::Transport;
 #[derive(Clone)]
 pub struct ListenerTls {
     config: Arc<ArcSwap<ServerConfig>>,
+    /// The certificate in force's notAfter, in Unix seconds (`i64::MIN`: not known), for
+    /// `protogate_tls_certificate_expiration_timestamp_seconds`.
+    not_after: Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl std::fmt::Debug for ListenerTls {
@@ -32,16 +35,30 @@ impl std::fmt::Debug for ListenerTls {
 }
 
 impl ListenerTls {
-    /// TLS with `config`; its ALPN protocols are set here to `h2` and `http/1.1`.
-    pub fn new(config: ServerConfig) -> ListenerTls {
+    /// TLS with `config`, whose certificate chain starts with `leaf`; its ALPN protocols
+    /// are set here to `h2` and `http/1.1`.
+    pub fn new(config: ServerConfig, leaf: &CertificateDer<'_>) -> ListenerTls {
         ListenerTls {
             config: Arc::new(ArcSwap::from_pointee(with_alpn(config))),
+            not_after: Arc::new(std::sync::atomic::AtomicI64::new(
+                not_after(leaf).unwrap_or(i64::MIN),
+            )),
         }
     }
 
-    /// Connections accepted from now on use `config`; open ones keep theirs.
-    pub fn replace(&self, config: ServerConfig) {
+    /// Connections accepted from now on use `config` (whose chain starts with `leaf`); open
+    /// ones keep theirs.
+    pub fn replace(&self, config: ServerConfig, leaf: &CertificateDer<'_>) {
         self.config.store(Arc::new(with_alpn(config)));
+        self.not_after.store(
+            not_after(leaf).unwrap_or(i64::MIN),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// When the certificate in force expires, in Unix seconds.
+    pub fn not_after(&self) -> Option<i64> {
+        Some(self.not_after.load(std::sync::atomic::Ordering::Relaxed)).filter(|&t| t != i64::MIN)
     }
 
     /// The settings new connections get.
@@ -81,6 +98,12 @@ pub(super) async fn accept(
         Transport::Tls(Box::new(TlsStream::Server(stream))),
         identity,
     ))
+}
+
+/// A certificate's notAfter, in Unix seconds (`None` when it does not parse).
+fn not_after(cert: &CertificateDer<'_>) -> Option<i64> {
+    let (_, cert) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    Some(cert.validity().not_after.timestamp())
 }
 
 /// A certificate's identity: its first URI name (a SPIFFE id in a mesh), else its first DNS

@@ -125,10 +125,11 @@ impl Edge {
             _ => plain(
                 StatusCode::OK,
                 crate::metrics::CONTENT_TYPE,
-                Bytes::from(self.metrics.render_with(
-                    &self.migration.export(self.config.migration.export),
-                    self.config.process.and_then(|read| read()).as_ref(),
-                )),
+                Bytes::from(self.metrics.render_with(&crate::metrics::Scraped {
+                    clients: &self.migration.export(self.config.migration.export),
+                    process: self.config.process.and_then(|read| read()),
+                    certificate_expiry: self.config.tls.as_ref().and_then(|t| t.not_after()),
+                })),
             ),
         }))
     }

@@ -491,7 +491,10 @@ fn exported_clients() {
     };
     let export = resolved("");
     assert_eq!(export.clients, 50);
-    assert!(export.unverified, "no one can be verified: every name is exported");
+    assert!(
+        export.unverified,
+        "no one can be verified: every name is exported"
+    );
     let key = format!(
         "[auth]\n[[auth.api_keys]]\nclient = \"billing\"\nsha256 = \"{}\"\n",
         "ab".repeat(32)
