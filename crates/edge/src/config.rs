@@ -100,6 +100,11 @@ pub struct EdgeConfig {
     /// Reads the process's own figures for `/metrics` when scraped (the binary's `/proc`
     /// reader); default none: no `process_*` series.
     pub process: Option<fn() -> Option<crate::metrics::Process>>,
+    /// Set while the gateway waits for its schema (an upstream's reflection did not answer
+    /// at start; why): `/readyz` answers 503 saying so, and a request for a method the
+    /// snapshot lacks 503 instead of 404. The binary puts a snapshot without it in force
+    /// once the schema is had.
+    pub schema_waiting: Option<std::sync::Arc<str>>,
     /// What `/readyz` asks of the upstreams besides the gateway's own readiness (default
     /// none: an upstream down makes its own methods fail, not the replica unready).
     pub readyz_requires: ReadyzRequires,
@@ -146,6 +151,7 @@ impl Default for EdgeConfig {
             readyz_requires: ReadyzRequires::None,
             revision: "unknown",
             process: None,
+            schema_waiting: None,
         }
     }
 }

@@ -184,6 +184,9 @@ impl Trigger {
     }
 }
 
+/// The first retry of a reflection that did not answer at start.
+const WAITING_FIRST_RETRY: Duration = Duration::from_secs(1);
+
 /// Starts reloading `live` on each `hangup`, on changes to the files `first` was built
 /// from (`disk`: as they were read for it), and — when the schema comes from reflection —
 /// every `schema_refresh` and when `unknown_method` is told of a request for a method the
@@ -221,7 +224,16 @@ pub fn spawn(
     // The key set a jwks_url is fetched into (run.rs): every snapshot verifies with it.
     let fetched_keys = first.jwks_url.as_ref().and_then(|_| jwt_keys(first));
     tokio::spawn(async move {
-        let mut next_refresh = Instant::now() + refresh.unwrap_or_default();
+        // While the start waits for the reflection (run.rs), it is asked again after 1 s,
+        // doubling up to schema_refresh.
+        let waiting = |live: &edge::Live| live.load().config().schema_waiting.is_some();
+        let mut backoff = WAITING_FIRST_RETRY;
+        let mut next_refresh = Instant::now()
+            + if waiting(&live) {
+                backoff
+            } else {
+                refresh.unwrap_or_default()
+            };
         let mut last_unknown: Option<Instant> = None;
         loop {
             // The files as this reload reads them: once, for the comparison, the load and
@@ -253,10 +265,12 @@ pub fn spawn(
             // A refresh when no file changed is no news if the reflection gives the same.
             let unchanged = trigger.is_refresh() && disk.fingerprint(&files) == loaded;
             let mut tls_changed = None;
+            let was_waiting = waiting(&live);
             let outcome = if unchanged && broken {
                 reload(good.clone(), &live, &unknown_method, true, &mut disk, None).await
             } else {
-                let quiet = unchanged && in_force;
+                // (While waiting, the same schema as the waiting snapshot's is news too.)
+                let quiet = unchanged && in_force && !was_waiting;
                 match config::load_from(args.clone(), &mut disk) {
                     Ok(mut resolved) => {
                         broken = false;
@@ -317,6 +331,15 @@ pub fn spawn(
                     }
                     good = resolved;
                 }
+                Err(error) if was_waiting => {
+                    loaded = disk.fingerprint(&files);
+                    backoff = (backoff * 2).min(refresh.unwrap_or_default());
+                    tracing::warn!(
+                        error = format!("{error:#}"),
+                        retry_in_ms = backoff.as_millis() as u64,
+                        "no schema yet: the upstreams' reflection is asked again"
+                    );
+                }
                 Err(error) => {
                     // Not read again until the files change (or a SIGHUP); after a
                     // configuration that did not load, a refresh meanwhile asks the
@@ -335,8 +358,9 @@ pub fn spawn(
                 }
             }
             // Every reload asked the reflection (when there is one): the next refresh is an
-            // interval away.
-            next_refresh = Instant::now() + refresh.unwrap_or_default();
+            // interval away, or the backoff's next step while the start still waits.
+            let every = refresh.unwrap_or_default();
+            next_refresh = Instant::now() + if waiting(&live) { backoff } else { every };
         }
     })
 }

@@ -20,11 +20,24 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // end the process, and a SIGTERM then is a shutdown like any other.
         let (shutdown, hangups) = shutdown_signal()?;
         let upstreams = crate::config::build_upstreams(&resolved)?;
-        // Validated before any port opens: a broken schema names its file and line, an
-        // upstream whose reflection does not answer is named.
-        let schema = crate::schema::load(&resolved, &upstreams, &mut disk).await?;
-        let methods = schema.methods().count();
+        // Validated before any port opens: a broken schema names its file and line. An
+        // upstream whose reflection does not answer is named, and waited for: the gateway
+        // serves (/healthz 200, /readyz 503 saying why) and asks again with backoff
+        // (reload.rs), so a replica that starts before its upstreams does not crash-loop.
         let mut resolved = resolved;
+        let (schema, waiting) = match crate::schema::load_at_start(&resolved, &upstreams, &mut disk).await? {
+            crate::schema::AtStart::Ready(schema) => (schema, None),
+            crate::schema::AtStart::Waiting { given, why } => {
+                tracing::warn!(error = %why, "no schema yet: the gateway answers 503 (and /readyz 503) until the upstreams' reflection answers; asking again in 1 s, then less often");
+                let schema = match given {
+                    Some(schema) => schema,
+                    None => transcode::Schema::from_descriptor_set(&[])
+                        .map_err(|e| anyhow::anyhow!("an empty schema: {e}"))?,
+                };
+                (schema, Some(why))
+            }
+        };
+        let methods = schema.methods().count();
         // The certificate is loaded now (a bad one is a configuration error), then watched.
         let tls_watch = match &resolved.tls {
             Some(files) => {
@@ -52,7 +65,18 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // The token keys of a jwks_url: fetched once now (a failure is a warning), then kept
         // fresh in a task of their own; every snapshot shares them (reload.rs).
         let _jwks = crate::jwks::start(&resolved).await?;
-        let edge = Arc::new(edge::Edge::new(schema, upstreams, resolved.edge.clone()).map_err(|e| ConfigError(e.to_string()))?);
+        let mut first = resolved.edge.clone();
+        if let Some(why) = waiting {
+            // The REST rules of methods still to come wait with them.
+            let has = |selector: &str| {
+                schema
+                    .methods()
+                    .any(|m| edge::selector::dotted(&m.full_name) == selector)
+            };
+            first.http_rules.retain(|rule| has(&rule.selector));
+            first.schema_waiting = Some(why.into());
+        }
+        let edge = Arc::new(edge::Edge::new(schema, upstreams, first).map_err(|e| ConfigError(e.to_string()))?);
         let live = edge::Live::new(edge);
         // Before the "listening" lines: the files are watched from then on.
         let reloads = crate::reload::spawn(

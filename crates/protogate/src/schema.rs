@@ -21,13 +21,40 @@ pub async fn load(
     upstreams: &edge::Upstreams,
     disk: &mut Disk,
 ) -> anyhow::Result<Schema> {
+    match load_at_start(resolved, upstreams, disk).await? {
+        AtStart::Ready(schema) => Ok(schema),
+        AtStart::Waiting { why, .. } => Err(anyhow::Error::msg(why)),
+    }
+}
+
+/// What the gateway can serve when it starts.
+pub enum AtStart {
+    Ready(Schema),
+    /// An upstream's reflection did not answer (`why`): the gateway waits for it, serving
+    /// the given files meanwhile (`given`), if any.
+    Waiting {
+        given: Option<Schema>,
+        why: String,
+    },
+}
+
+/// As [`load`], but an upstream whose reflection does not answer is not an error: the start
+/// waits for it (run.rs). Files that do not load and reflected schemas that do not fit
+/// together are errors all the same.
+pub async fn load_at_start(
+    resolved: &Resolved,
+    upstreams: &edge::Upstreams,
+    disk: &mut Disk,
+) -> anyhow::Result<AtStart> {
     let given = if resolved.schema.is_empty() {
         None
     } else {
         Some(schema_files::load_from(&resolved.schema, disk)?)
     };
     let Some(reflection) = &resolved.reflection else {
-        return given.ok_or_else(|| ConfigError("no schema given".into()).into());
+        return Ok(AtStart::Ready(
+            given.ok_or_else(|| ConfigError("no schema given".into()))?,
+        ));
     };
     let skip: HashSet<String> = given
         .iter()
@@ -39,11 +66,10 @@ pub async fn load(
         skip,
         timeout: resolved.edge.upstream_timeout,
     };
-    let reflected = upstreams
-        .reflect(&query)
-        .await
-        .map_err(anyhow::Error::msg)?;
-    Ok(merge(given.as_ref(), &reflected)?)
+    match upstreams.reflect(&query).await {
+        Ok(reflected) => Ok(AtStart::Ready(merge(given.as_ref(), &reflected)?)),
+        Err(why) => Ok(AtStart::Waiting { given, why }),
+    }
 }
 
 /// `given` (when there is one) and the reflected files as one schema.

@@ -5,8 +5,9 @@
 //! calls, every answer checked, picked up with no restart — by a request for the new method,
 //! or by `schema_refresh` — and requests for unknown paths asking the backend at most once
 //! per interval; a refresh that fails keeps the schema; two upstreams giving one file with
-//! different contents, and an upstream without reflection, stop the start naming them;
-//! `protogate check --reflect`.
+//! different contents stop the start naming them; an upstream whose reflection does not
+//! answer at start is waited for (/healthz 200, /readyz and requests 503 saying why) and
+//! its schema served once it answers; `protogate check --reflect`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -550,7 +551,7 @@ fn a_broken_config_file_is_reported_once_and_the_schema_still_refreshes() {
 }
 
 #[test]
-fn conflicting_upstreams_and_an_upstream_without_reflection_stop_the_start() {
+fn conflicting_upstreams_stop_the_start() {
     let v1 = Backend::start("v1", Reflection::V1);
     let v2 = Backend::start("v2", Reflection::V1);
     let scratch = Scratch::new("reflect-conflict");
@@ -568,28 +569,6 @@ fn conflicting_upstreams_and_an_upstream_without_reflection_stop_the_start() {
     assert_eq!(out.status.code(), Some(64), "{text}");
     assert!(
         text.contains(&v1.url()) && text.contains(&v2.url()) && text.contains("evolving.proto"),
-        "{text}"
-    );
-
-    // An upstream that serves no reflection: named, with why.
-    let no_reflection = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let dead = format!("http://{}", no_reflection.local_addr().unwrap());
-    drop(no_reflection);
-    let out = run(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--upstream",
-            &dead,
-            "--reflect",
-        ],
-        b"",
-    );
-    let text = stderr(&out);
-    assert_ne!(out.status.code(), Some(0), "{text}");
-    assert!(
-        text.contains(&dead) && text.contains("reflection"),
         "{text}"
     );
 
@@ -622,6 +601,67 @@ fn conflicting_upstreams_and_an_upstream_without_reflection_stop_the_start() {
     drop(gw);
     v1.stop();
     v2.stop();
+}
+
+#[test]
+fn an_upstream_whose_reflection_does_not_answer_at_start_is_waited_for() {
+    // A port where nothing listens yet: the backend comes later on the same address.
+    let reserved = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let backend_addr = reserved.local_addr().unwrap();
+    drop(reserved);
+    let url = format!("http://{backend_addr}");
+    let mut gw = Proc::spawn(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &url,
+        "--reflect",
+    ]);
+    let waiting = gw.wait_for_line("no schema yet");
+    assert!(waiting.contains(&url), "{waiting}");
+    let addr = gw.addr();
+    let (status, _, _) = exchange(addr, "GET", "/healthz", &[], b"");
+    assert_eq!(status, 200, "alive while it waits");
+    let (status, _, body) = exchange(addr, "GET", "/readyz", &[], b"");
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.starts_with("not ready: no schema yet") && body.contains(&url),
+        "{body}"
+    );
+    let (status, _, body) = exchange(addr, "POST", ECHO, &[JSON], br#"{"id": "w"}"#);
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("no schema") && body.contains(ECHO), "{body}");
+    // Asked again with backoff, without a failed reload counted for each try.
+    gw.wait_for_line("asked again");
+    let (_, _, metrics) = exchange(addr, "GET", "/metrics", &[], b"");
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == r#"protogate_schema_reloads_total{result="failed"} 0"#),
+        "{metrics}"
+    );
+
+    // The backend starts: within the backoff the schema is had and served.
+    let backend = Backend::on(
+        std::net::TcpListener::bind(backend_addr).unwrap(),
+        "v1",
+        Reflection::V1,
+    );
+    let served = eventually("the schema once the reflection answers", || {
+        let (status, _, body) = exchange(addr, "POST", ECHO, &[JSON], br#"{"id": "w"}"#);
+        (status == 200).then(|| json(&body))
+    });
+    assert_eq!(served, Some(serde_json::json!({"id": "w"})));
+    let (status, _, body) = exchange(addr, "GET", "/readyz", &[], b"");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let line = gw.wait_for_line("configuration reloaded");
+    assert!(line.contains("schema_refresh"), "{line}");
+    drop(gw);
+    backend.stop();
 }
 
 #[test]

@@ -183,8 +183,8 @@ impl Edge {
         json!({ "digest": &*self.digest, "services": services, "routes": routes })
     }
 
-    /// Ready when the schema is loaded (it is, or we would not be serving) and the gateway is
-    /// not shutting down; the upstreams only as `readyz_requires` says (by default not at
+    /// Ready when the schema is loaded (not while the start waits for an upstream's
+    /// reflection) and the gateway is not shutting down; the upstreams only as `readyz_requires` says (by default not at
     /// all: one upstream down must not take every replica out of its Service, and with it
     /// every other service's traffic). The body lists every upstream's state either way.
     async fn readyz(&self) -> Response<ResponseBody> {
@@ -198,7 +198,12 @@ impl Edge {
         }
         let states = self.upstreams.readiness(Duration::from_secs(1)).await;
         let reachable = states.iter().filter(|(_, s)| s.is_ok()).count();
+        let waiting =
+            self.config.schema_waiting.as_ref().map(|why| {
+                format!("no schema yet, the upstreams' reflection is asked again: {why}")
+            });
         let unready = match self.config.readyz_requires {
+            _ if waiting.is_some() => waiting.as_deref(),
             ReadyzRequires::None => None,
             ReadyzRequires::AnyUpstream if reachable == 0 && !states.is_empty() => {
                 Some("no upstream is reachable (readyz_requires = \"any-upstream\")")

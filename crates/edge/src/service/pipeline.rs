@@ -387,6 +387,11 @@ impl Edge {
                 if let Some(unknown) = &self.config.unknown_method {
                     unknown.notify_one();
                 }
+                if let Some(why) = &self.config.schema_waiting {
+                    return Err(EdgeError::Unavailable(format!(
+                        "the gateway has no schema for {path} yet: {why}"
+                    )));
+                }
                 Err(EdgeError::UnknownMethod(format!("{} {path}", head.method)))
             }
         }

@@ -528,6 +528,8 @@ fn edge_config(
         unknown_method: None,
         revision: env!("PROTOGATE_GIT_REVISION"),
         process: Some(crate::process::read),
+        // Set by `run` while the start waits for the reflection.
+        schema_waiting: None,
         readyz_requires: match file.readyz_requires {
             None | Some(ReadyzRequiresConfig::None) => edge::ReadyzRequires::None,
             Some(ReadyzRequiresConfig::AnyUpstream) => edge::ReadyzRequires::AnyUpstream,
