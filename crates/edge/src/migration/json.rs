@@ -10,12 +10,13 @@
 //!     "method": "demo.shop.v1.Shop.GetOrder",
 //!     "requests", "json_answers", "json_share",     // exact, since the gateway started
 //!     "format_mix": { "<request format>": { "<response format>": n } },   // json, msgpack, protobuf
+//!     "format_mix_by_protocol": { "<protocol>": { same as format_mix } },  // per client protocol
 //!     "downgrades": { "json_requested", "accept_fallback", "unknown_fields", "json_deprecated" },
 //!     "json_refused": { "sunset", "brownout" }, "exempt",
 //!     "protocols": { "http", "grpc", "grpc-web", "connect" },   // requests by client protocol
 //!     "clients": [ { "name", "versions": [ { "version", "requests" } ],
 //!                    "requests", "json_answers", "json_share", "format_mix", "downgrades",
-//!                    "json_refused", "exempt", "protocols", "first_seen", "last_seen",
+//!                    "json_refused", "exempt", "protocols", "first_seen", "last_seen",   // null: unknown
 //!                    "count_error", "verified", "unverified_requests" } ],
 //!     "other": { "requests", "json_answers", "json_share", "format_mix", "downgrades",
 //!                "json_refused", "exempt", "protocols", "evicted_clients" },
@@ -38,7 +39,7 @@ use transcode::Format;
 use super::dates::rfc3339;
 use super::report::{ClientReport, MethodReport, Report, SunsetReport};
 use super::sunset::RefusalReason;
-use super::tracker::{ConversionTotals, Cost, Counts, FORMATS, REASONS};
+use super::tracker::{ConversionTotals, Cost, Counts, FORMATS, FormatMix, REASONS};
 use crate::protocol::Protocol;
 
 /// The report as the JSON document described above.
@@ -104,23 +105,34 @@ fn client_json(c: &ClientReport) -> Value {
             .map(|(version, n)| json!({"version": version, "requests": n}))
             .collect(),
     );
-    v.insert("first_seen".into(), json!(rfc3339(c.first_seen)));
-    v.insert("last_seen".into(), json!(rfc3339(c.last_seen)));
+    v.insert("first_seen".into(), json!(c.first_seen.map(rfc3339)));
+    v.insert("last_seen".into(), json!(c.last_seen.map(rfc3339)));
     v.insert("count_error".into(), json!(c.count_error));
     v.insert("verified".into(), json!(c.unverified == 0));
     v.insert("unverified_requests".into(), json!(c.unverified));
     Value::Object(v)
 }
 
+fn mix_json(mix: &FormatMix) -> Value {
+    FORMATS
+        .iter()
+        .map(|&req| {
+            let row: Map<String, Value> = FORMATS
+                .iter()
+                .map(|&resp| (resp.as_str().to_string(), json!(mix.get(req, resp))))
+                .collect();
+            (req.as_str().to_string(), Value::Object(row))
+        })
+        .collect::<Map<String, Value>>()
+        .into()
+}
+
 fn counts_json(c: &Counts) -> Map<String, Value> {
-    let mut mix = Map::new();
-    for req in FORMATS {
-        let row: Map<String, Value> = FORMATS
-            .iter()
-            .map(|&resp| (resp.as_str().to_string(), json!(c.mix().get(req, resp))))
-            .collect();
-        mix.insert(req.as_str().into(), Value::Object(row));
-    }
+    let by_protocol: Map<String, Value> = Protocol::LABELS
+        .iter()
+        .zip(&c.by_protocol)
+        .map(|(name, mix)| ((*name).to_string(), mix_json(mix)))
+        .collect();
     let downgrades: Map<String, Value> = REASONS
         .iter()
         .map(|&r| (r.as_str().to_string(), json!(c.downgrades(r))))
@@ -137,7 +149,8 @@ fn counts_json(c: &Counts) -> Map<String, Value> {
         "json_share".into(),
         json!((requests > 0).then(|| c.json_answers() as f64 / requests as f64)),
     );
-    m.insert("format_mix".into(), Value::Object(mix));
+    m.insert("format_mix".into(), mix_json(&c.mix()));
+    m.insert("format_mix_by_protocol".into(), Value::Object(by_protocol));
     m.insert("downgrades".into(), Value::Object(downgrades));
     m.insert("json_refused".into(), Value::Object(refused));
     m.insert("exempt".into(), json!(c.exempt));

@@ -11,6 +11,8 @@
 //! - `dates`: [`parse_time`], [`parse_duration`], [`parse_brownout`]; RFC 3339 and
 //!   HTTP-date rendering.
 //! - `export`: [`Tracker::export`], the top clients of each method as Prometheus series.
+//! - `parse`, `merge`: [`parse_json`] reads a document back; [`Report::merge`] makes the
+//!   fleet's report of its replicas'.
 //! - `report`, `page`, `json`: [`Report`] (plain data), [`render_html`], [`render_json`].
 //!
 //! # Wiring
@@ -83,7 +85,9 @@ mod figures;
 #[cfg(test)]
 mod fixture;
 mod json;
+mod merge;
 mod page;
+mod parse;
 mod report;
 mod series;
 mod sunset;
@@ -98,6 +102,7 @@ pub use export::{DEFAULT_EXPORT_CLIENTS, ExportSettings, MethodSeries, OTHER};
 pub use figures::{number, percent, thousands};
 pub use json::render_json;
 pub use page::{esc, render_html};
+pub use parse::parse_json;
 pub use report::{ClientReport, FieldReport, MethodReport, Report, ShareSeries, SunsetReport};
 pub use sunset::{
     DEPRECATION, DeprecationHeaders, JsonDecision, Phase, PolicyError, RefusalReason, Rule, SUNSET,

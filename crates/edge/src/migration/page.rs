@@ -227,8 +227,10 @@ fn clients(out: &mut String, m: &MethodReport, now: SystemTime) {
             bar = share_bar(c.json_share()),
             down = downgrades(&c.counts),
             policy = policy_counts(&c.counts),
-            last = time(c.last_seen, now),
-            first = time(c.first_seen, now),
+            last = c.last_seen.map_or_else(|| "—".to_owned(), |t| time(t, now)),
+            first = c
+                .first_seen
+                .map_or_else(|| "—".to_owned(), |t| time(t, now)),
         );
     }
     if m.clients.len() > PAGE_CLIENTS {

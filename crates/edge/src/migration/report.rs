@@ -52,9 +52,9 @@ pub struct ClientReport {
     /// Requests the row inherited when it replaced another (Space-Saving's error bound): the
     /// client may have sent up to this many more before it got the row.
     pub count_error: u64,
-    /// When the client got its row.
-    pub first_seen: SystemTime,
-    pub last_seen: SystemTime,
+    /// When the client got its row (`None` where the source does not say: Prometheus).
+    pub first_seen: Option<SystemTime>,
+    pub last_seen: Option<SystemTime>,
     /// At most 5, most frequent first.
     pub versions: Vec<(String, u64)>,
     /// Requests whose name the client gave itself (not verified by a certificate, a token or
@@ -169,8 +169,8 @@ impl Tracker {
                         name: r.name.to_string(),
                         counts: r.counts,
                         count_error: r.error,
-                        first_seen: r.first_seen,
-                        last_seen: r.last_seen,
+                        first_seen: Some(r.first_seen),
+                        last_seen: Some(r.last_seen),
                         versions: r.versions.sorted(),
                         unverified: r.unverified,
                     })
