@@ -26,7 +26,7 @@ impl Report {
         let tracked_clients = reports.iter().map(|r| r.tracked_clients).sum();
         // The newest report first: its sunset state and series window win.
         let mut reports = reports;
-        reports.sort_by(|a, b| b.generated_at.cmp(&a.generated_at));
+        reports.sort_by_key(|r| std::cmp::Reverse(r.generated_at));
         let mut by_method: Vec<(String, Vec<MethodReport>)> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
         for report in reports {
