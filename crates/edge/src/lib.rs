@@ -26,6 +26,7 @@
 //! - [`cors`]: CORS preflights and headers.
 //! - [`coding`]: content codings: answers compressed, request bodies decoded.
 //! - [`trace`]: the spans of requests and upstream calls, for an exporter the binary supplies.
+//! - [`fetch`]: one plain-http GET (the fleet view's Prometheus queries; `protogate report`).
 //! - `body`: body reading with the size limit enforced while reading.
 //! - `config`: [`EdgeConfig`], the edge's settings as plain data.
 
@@ -37,6 +38,7 @@ mod config;
 pub mod cors;
 pub mod downgrade;
 pub mod error;
+pub mod fetch;
 mod headers;
 mod media_type;
 pub mod metrics;

@@ -150,9 +150,25 @@ pub struct ConvertArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
     /// The gateway's admin listener (its main one when it has none), e.g.
-    /// http://127.0.0.1:9090; plain http:// only.
-    #[arg(long, value_name = "URL", value_parser = parse_admin_url)]
-    pub admin_url: AdminUrl,
+    /// http://127.0.0.1:9090; plain http:// only. Repeat it for each replica of a fleet:
+    /// their reports are merged.
+    #[arg(
+        long,
+        value_name = "URL",
+        value_parser = parse_admin_url,
+        required_unless_present = "prometheus",
+        conflicts_with = "prometheus"
+    )]
+    pub admin_url: Vec<AdminUrl>,
+    /// The fleet's report from the per-client series in this Prometheus (its HTTP API,
+    /// e.g. http://prometheus:9090): every replica's counts since it started, summed.
+    #[arg(long, value_name = "URL", value_parser = parse_prometheus_url)]
+    pub prometheus: Option<edge::fetch::HttpUrl>,
+    /// With --prometheus: the counts of this last window instead (a PromQL duration, e.g.
+    /// 24h; Prometheus extrapolates increase() to the window's edges, so the figures are
+    /// about).
+    #[arg(long, value_name = "DURATION", requires = "prometheus", value_parser = parse_range)]
+    pub range: Option<String>,
     /// Only the methods this glob matches (`*` any run of characters), e.g.
     /// 'demo.shop.v1.Shop.*'.
     #[arg(long, value_name = "GLOB")]
@@ -184,6 +200,19 @@ pub struct AdminUrl {
     pub port: u16,
     /// The path to the document: `/admin/migration.json` under the URL's path.
     pub path: String,
+}
+
+impl AdminUrl {
+    /// Where to connect, for edge's `fetch`.
+    pub fn as_http(&self) -> edge::fetch::HttpUrl {
+        edge::fetch::HttpUrl {
+            text: format!("http://{}{}", self.authority, self.path),
+            authority: self.authority.clone(),
+            host: self.host.clone(),
+            port: self.port,
+            path: self.path.clone(),
+        }
+    }
 }
 
 /// Reads `--admin-url`: `http://HOST[:PORT][/PREFIX]` (a URL ending in `/admin/migration` or
@@ -232,6 +261,20 @@ pub fn parse_admin_url(text: &str) -> Result<AdminUrl, String> {
         port: parsed.port_u16().unwrap_or(80),
         path,
     })
+}
+
+/// Reads `--prometheus`: `http://HOST[:PORT][/PREFIX]`.
+pub fn parse_prometheus_url(text: &str) -> Result<edge::fetch::HttpUrl, String> {
+    edge::fetch::HttpUrl::parse(text)
+}
+
+/// Reads `--range`: a PromQL duration (`24h`, `90m`, `7d`, `1h30m`).
+pub fn parse_range(text: &str) -> Result<String, String> {
+    if edge::migration::is_range(text) {
+        Ok(text.to_owned())
+    } else {
+        Err("expected a PromQL duration such as 24h, 90m, 7d or 1h30m".into())
+    }
 }
 
 /// Reads `--timeout` (`500ms`, `2s`, …; more than zero).

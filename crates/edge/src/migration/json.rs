@@ -6,6 +6,8 @@
 //! or ratio with nothing to divide by is `null`. Object keys come out sorted.
 //! ```text
 //! { "version": 1, "generated_at", "max_clients", "tracked_clients",
+//!   "source": { "instance": "pod-7" | null } | { "replicas": [URL, …] }
+//!             | { "prometheus": URL, "range": "24h" | null },
 //!   "methods": [ {                                  // JSON-heavy first
 //!     "method": "demo.shop.v1.Shop.GetOrder",
 //!     "requests", "json_answers", "json_share",     // exact, since the gateway started
@@ -37,7 +39,7 @@ use serde_json::{Map, Value, json};
 use transcode::Format;
 
 use super::dates::rfc3339;
-use super::report::{ClientReport, MethodReport, Report, SunsetReport};
+use super::report::{ClientReport, MethodReport, Origin, Report, SunsetReport};
 use super::sunset::RefusalReason;
 use super::tracker::{ConversionTotals, Cost, Counts, FORMATS, FormatMix, REASONS};
 use crate::protocol::Protocol;
@@ -45,8 +47,14 @@ use crate::protocol::Protocol;
 /// The report as the JSON document described above.
 pub fn render_json(report: &Report) -> String {
     let methods: Vec<Value> = report.methods.iter().map(method_json).collect();
+    let source = match &report.origin {
+        Origin::Instance(name) => json!({ "instance": name }),
+        Origin::Replicas(urls) => json!({ "replicas": urls }),
+        Origin::Prometheus { url, range } => json!({ "prometheus": url, "range": range }),
+    };
     let doc = json!({
         "version": 1,
+        "source": source,
         "generated_at": rfc3339(report.generated_at),
         "max_clients": report.max_clients,
         "tracked_clients": report.tracked_clients,

@@ -11,12 +11,13 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use super::report::{ClientReport, FieldReport, MethodReport, Report, ShareSeries};
+use super::report::{ClientReport, FieldReport, MethodReport, Origin, Report, ShareSeries};
 use super::tracker::{ConversionTotals, Cost, Counts};
 
 impl Report {
     /// The fleet's report from its replicas' (none: an empty report at the epoch).
-    pub fn merge(reports: Vec<Report>) -> Report {
+    /// `sources` name the replicas, for [`Origin::Replicas`].
+    pub fn merge(reports: Vec<Report>, sources: Vec<String>) -> Report {
         let generated_at = reports
             .iter()
             .map(|r| r.generated_at)
@@ -54,6 +55,7 @@ impl Report {
             max_clients,
             tracked_clients,
             methods,
+            origin: Origin::Replicas(sources),
         }
     }
 }
@@ -273,7 +275,7 @@ mod tests {
         let (b, _) = scripted();
         let now = t("2027-03-01T20:00:00Z");
         let one = a.report(&policy, None, now);
-        let merged = Report::merge(vec![one.clone(), b.report(&policy, None, now)]);
+        let merged = Report::merge(vec![one.clone(), b.report(&policy, None, now)], Vec::new());
         assert_eq!(merged.methods.len(), one.methods.len());
         for (m, single) in merged.methods.iter().zip(&one.methods) {
             assert_eq!(m.method, single.method);
@@ -308,10 +310,10 @@ mod tests {
         record(&b, "x", Format::Json, "2027-03-01T09:00:00Z");
         let now = t("2027-03-01T12:00:00Z");
         let policy = SunsetPolicy::default();
-        let merged = Report::merge(vec![
-            a.report(&policy, None, now),
-            b.report(&policy, None, now),
-        ]);
+        let merged = Report::merge(
+            vec![a.report(&policy, None, now), b.report(&policy, None, now)],
+            Vec::new(),
+        );
         let m = &merged.methods[0];
         let x = m.clients.iter().find(|c| c.name == "x").unwrap();
         assert_eq!(x.counts.requests(), 6);
@@ -326,10 +328,10 @@ mod tests {
         // w takes x's row on a (Space-Saving: estimate 6, error 5) and x's 5 requests go to
         // a's other: y may hide there, up to min(a's smallest estimate 6, a's untracked 5).
         record(&a, "w", Format::Json, "2027-03-01T10:30:00Z");
-        let merged = Report::merge(vec![
-            a.report(&policy, None, now),
-            b.report(&policy, None, now),
-        ]);
+        let merged = Report::merge(
+            vec![a.report(&policy, None, now), b.report(&policy, None, now)],
+            Vec::new(),
+        );
         let m = &merged.methods[0];
         let y = m.clients.iter().find(|c| c.name == "y").unwrap();
         assert_eq!(y.count_error, 5);

@@ -11,6 +11,7 @@
 //! - `dates`: [`parse_time`], [`parse_duration`], [`parse_brownout`]; RFC 3339 and
 //!   HTTP-date rendering.
 //! - `export`: [`Tracker::export`], the top clients of each method as Prometheus series.
+//! - `fleet`: the fleet's report from Prometheus ([`from_prometheus`]).
 //! - `parse`, `merge`: [`parse_json`] reads a document back; [`Report::merge`] makes the
 //!   fleet's report of its replicas'.
 //! - `report`, `page`, `json`: [`Report`] (plain data), [`render_html`], [`render_json`].
@@ -66,6 +67,10 @@ pub struct MigrationConfig {
     /// Which clients have Prometheus series of their own (`export_clients`,
     /// `export_unverified`).
     pub export: ExportSettings,
+    /// This gateway's name on its page (the pod name, else the host name).
+    pub instance: Option<String>,
+    /// Where the page reads the fleet's view (`fleet_prometheus`): Prometheus's HTTP API.
+    pub fleet_prometheus: Option<crate::fetch::HttpUrl>,
 }
 
 impl Default for MigrationConfig {
@@ -74,6 +79,8 @@ impl Default for MigrationConfig {
             max_clients: DEFAULT_MAX_CLIENTS,
             client_id_header: None,
             export: ExportSettings::default(),
+            instance: None,
+            fleet_prometheus: None,
         }
     }
 }
@@ -84,6 +91,7 @@ mod export;
 mod figures;
 #[cfg(test)]
 mod fixture;
+mod fleet;
 mod json;
 mod merge;
 mod page;
@@ -100,10 +108,14 @@ pub use dates::{
 };
 pub use export::{DEFAULT_EXPORT_CLIENTS, ExportSettings, MethodSeries, OTHER};
 pub use figures::{number, percent, thousands};
+pub use fleet::{Sample, from_prometheus, is_range, parse_vector, queries};
 pub use json::render_json;
-pub use page::{esc, render_html};
+pub use page::{Views, esc, render_html};
 pub use parse::parse_json;
-pub use report::{ClientReport, FieldReport, MethodReport, Report, ShareSeries, SunsetReport};
+pub use report::{
+    ClientReport, FieldReport, MethodReport, Origin, Report, ShareSeries, SunsetReport,
+    sunset_report,
+};
 pub use sunset::{
     DEPRECATION, DeprecationHeaders, JsonDecision, Phase, PolicyError, RefusalReason, Rule, SUNSET,
     SunsetPolicy, SunsetRule, Verdict, dotted, glob_match,

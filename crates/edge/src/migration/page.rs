@@ -19,7 +19,7 @@ use transcode::Format;
 
 use super::dates::rfc3339;
 use super::figures::{percent, thousands};
-use super::report::{MethodReport, Report, ShareSeries, SunsetReport};
+use super::report::{MethodReport, Origin, Report, ShareSeries, SunsetReport};
 use super::sunset::{Phase, RefusalReason};
 use super::tracker::{Counts, FORMATS, REASONS};
 
@@ -37,7 +37,21 @@ macro_rules! w {
 }
 
 /// The page: one HTML5 document, usable offline and without JavaScript.
-pub fn render_html(report: &Report) -> String {
+/// Which other view of the same gateway the page links to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Views {
+    /// None: no fleet view is configured.
+    #[default]
+    Alone,
+    /// This is the gateway's own view; the fleet's is at `migration` (or, with `error`,
+    /// could not be had just now and this view stands in).
+    Local { error: Option<String> },
+    /// This is the fleet's view; the gateway's own is at `migration?view=local`.
+    Fleet,
+}
+
+/// The page of `report`, linking to the other view as `views` says.
+pub fn render_html(report: &Report, views: &Views) -> String {
     let now = report.generated_at;
     let mut out = String::with_capacity(16 * 1024 + report.methods.len() * 16 * 1024);
     out.push_str(concat!(
@@ -47,14 +61,67 @@ pub fn render_html(report: &Report) -> String {
     ));
     out.push_str(CSS);
     out.push_str("</style>\n</head>\n<body>\n<header>\n<h1>protogate — migration</h1>\n");
+    let source = match &report.origin {
+        Origin::Instance(Some(name)) => format!("Instance <code>{}</code> · ", esc(name)),
+        Origin::Instance(None) => String::new(),
+        Origin::Replicas(urls) => format!(
+            "Merged from {} replicas ({}) · ",
+            urls.len(),
+            urls.iter().map(|u| esc(u)).collect::<Vec<_>>().join(", ")
+        ),
+        Origin::Prometheus { url, range: None } => format!(
+            "<strong>The fleet</strong>, every replica's counts since it started, summed by \
+             Prometheus (<code>{}</code>) · ",
+            esc(url)
+        ),
+        Origin::Prometheus {
+            url,
+            range: Some(range),
+        } => format!(
+            "<strong>The fleet</strong>, about the last {} (Prometheus <code>{}</code>, \
+             extrapolated) · ",
+            esc(range),
+            esc(url)
+        ),
+    };
+    let rows = match report.origin {
+        Origin::Prometheus { .. } => format!(
+            "{} clients with series of their own",
+            thousands(report.tracked_clients as u64)
+        ),
+        _ => format!(
+            "{} of {} client rows in use",
+            thousands(report.tracked_clients as u64),
+            thousands(report.max_clients as u64),
+        ),
+    };
+    let (json, other) = match views {
+        Views::Alone => ("migration.json", String::new()),
+        Views::Local { .. } => (
+            "migration.json",
+            " · <a class=\"view\" href=\"migration\">the fleet's view</a>".to_owned(),
+        ),
+        Views::Fleet => (
+            "migration.json?view=fleet",
+            " · <a class=\"view\" href=\"migration?view=local\">this instance's own view</a>"
+                .to_owned(),
+        ),
+    };
     w!(
         out,
-        "<p class=\"meta\">Who still speaks JSON, what it costs, and when it ends. Generated {} · \
-         {} of {} client rows in use · <a href=\"migration.json\">JSON</a></p>\n</header>\n<main>\n",
+        "<p class=\"meta\">Who still speaks JSON, what it costs, and when it ends. {source}Generated {} · \
+         {rows} · <a href=\"{json}\">JSON</a>{other}</p>\n",
         time(report.generated_at, now),
-        thousands(report.tracked_clients as u64),
-        thousands(report.max_clients as u64),
     );
+    if let Views::Local { error: Some(e) } = views {
+        w!(
+            out,
+            "<p class=\"fleet-error\">The fleet's view is not available ({}): this is this \
+             instance's own.</p>\n",
+            esc(e)
+        );
+    }
+    out.push_str("</header>\n<main>\n");
     if report.methods.is_empty() {
         out.push_str("<p class=\"empty\">No requests yet.</p>\n");
     } else {
@@ -691,7 +758,7 @@ mod tests {
     fn the_page_escapes_what_clients_sent() {
         let (tracker, policy) = scripted();
         let now = t("2027-03-01T20:00:00Z");
-        let html = render_html(&tracker.report(&policy, None, now));
+        let html = render_html(&tracker.report(&policy, None, now), &Views::Alone);
         assert!(html.starts_with("<!doctype html>\n<html lang=\"en\">"));
         assert!(html.contains("<meta charset=\"utf-8\">"));
         assert!(html.contains("<title>protogate — migration</title>"));
@@ -733,7 +800,7 @@ mod tests {
     fn an_empty_report_renders() {
         let tracker = Tracker::new(10);
         let report = tracker.report(&SunsetPolicy::default(), None, t("2027-03-01T20:00:00Z"));
-        let html = render_html(&report);
+        let html = render_html(&report, &Views::Alone);
         assert!(html.contains("No requests yet."));
     }
 
@@ -781,7 +848,10 @@ mod tests {
         }
         println!(
             "{}",
-            render_html(&tracker.report(&policy, None, t("2027-03-01T20:00:00Z")))
+            render_html(
+                &tracker.report(&policy, None, t("2027-03-01T20:00:00Z")),
+                &Views::Alone,
+            )
         );
     }
 }

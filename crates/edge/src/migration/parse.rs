@@ -10,7 +10,9 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 
 use super::dates::{Brownout, parse_time};
-use super::report::{ClientReport, FieldReport, MethodReport, Report, ShareSeries, SunsetReport};
+use super::report::{
+    ClientReport, FieldReport, MethodReport, Origin, Report, ShareSeries, SunsetReport,
+};
 use super::sunset::{Phase, RefusalReason};
 use super::tracker::{ConversionTotals, Cost, Counts, FORMATS, FormatMix, REASONS, format_index};
 use crate::protocol::Protocol;
@@ -32,7 +34,27 @@ pub fn parse_json(text: &[u8]) -> Result<Report, String> {
         max_clients: u(&doc, "max_clients")? as usize,
         tracked_clients: u(&doc, "tracked_clients")? as usize,
         methods,
+        origin: origin(doc.get("source")),
     })
+}
+
+/// Where the document says its counts come from (a document without: one gateway's).
+fn origin(v: Option<&Value>) -> Origin {
+    let text = |v: &Value| v.as_str().map(str::to_owned);
+    match v {
+        Some(v) if v.get("replicas").is_some() => Origin::Replicas(
+            v["replicas"]
+                .as_array()
+                .map(|a| a.iter().filter_map(text).collect())
+                .unwrap_or_default(),
+        ),
+        Some(v) if v.get("prometheus").is_some() => Origin::Prometheus {
+            url: text(&v["prometheus"]).unwrap_or_default(),
+            range: v.get("range").and_then(text),
+        },
+        Some(v) => Origin::Instance(v.get("instance").and_then(text)),
+        None => Origin::Instance(None),
+    }
 }
 
 fn method(v: &Value) -> Result<MethodReport, String> {

@@ -18,6 +18,20 @@ pub struct Report {
     pub tracked_clients: usize,
     /// JSON-heavy first: by JSON answers, then requests, then name.
     pub methods: Vec<MethodReport>,
+    /// Where the counts come from.
+    pub origin: Origin,
+}
+
+/// Where a report's counts come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// One gateway's own (its instance: the pod name or host name, when known).
+    Instance(Option<String>),
+    /// These replicas' reports, merged (`protogate report --admin-url` more than once).
+    Replicas(Vec<String>),
+    /// Prometheus's per-client series summed over the replicas: their current values, or
+    /// their increase over `range` (extrapolated: about).
+    Prometheus { url: String, range: Option<String> },
 }
 
 /// One method.
@@ -99,7 +113,7 @@ pub struct SunsetReport {
 }
 
 impl ShareSeries {
-    fn empty(now: SystemTime) -> ShareSeries {
+    pub(super) fn empty(now: SystemTime) -> ShareSeries {
         ShareSeries {
             start: now,
             step: Duration::from_secs(60),
@@ -152,6 +166,17 @@ impl Tracker {
         policy: &SunsetPolicy,
         method_glob: Option<&str>,
         now: SystemTime,
+    ) -> Report {
+        self.report_of(policy, method_glob, now, Origin::Instance(None))
+    }
+
+    /// [`Tracker::report`] naming where it comes from.
+    pub fn report_of(
+        &self,
+        policy: &SunsetPolicy,
+        method_glob: Option<&str>,
+        now: SystemTime,
+        origin: Origin,
     ) -> Report {
         let mut methods = Vec::new();
         let glob = method_glob.map(|g| g.replace('/', "."));
@@ -211,19 +236,7 @@ impl Tracker {
                     }
                     None => ShareSeries::empty(now),
                 };
-                let sunset = policy.rule_for(name).map(|rule| {
-                    let spec = rule.spec();
-                    SunsetReport {
-                        selector: spec.selector.clone(),
-                        phase: rule.phase(now),
-                        deprecation: spec.deprecation,
-                        sunset: spec.sunset,
-                        link: spec.link.clone(),
-                        brownouts: spec.brownouts.clone(),
-                        next_brownout: rule.next_brownout(now).cloned(),
-                        exempt_clients: spec.exempt_clients.clone(),
-                    }
-                });
+                let sunset = sunset_report(policy, name, now);
                 methods.push(MethodReport {
                     method: dotted(name).into_owned(),
                     totals: st.totals,
@@ -250,6 +263,24 @@ impl Tracker {
             max_clients: self.max_clients(),
             tracked_clients: self.tracked_clients(),
             methods,
+            origin,
         }
     }
+}
+
+/// The policy's state for `method` at `now`, if a rule governs it.
+pub fn sunset_report(policy: &SunsetPolicy, method: &str, now: SystemTime) -> Option<SunsetReport> {
+    policy.rule_for(method).map(|rule| {
+        let spec = rule.spec();
+        SunsetReport {
+            selector: spec.selector.clone(),
+            phase: rule.phase(now),
+            deprecation: spec.deprecation,
+            sunset: spec.sunset,
+            link: spec.link.clone(),
+            brownouts: spec.brownouts.clone(),
+            next_brownout: rule.next_brownout(now).cloned(),
+            exempt_clients: spec.exempt_clients.clone(),
+        }
+    })
 }

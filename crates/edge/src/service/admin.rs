@@ -94,17 +94,49 @@ impl Edge {
                 Bytes::from(self.schema_document().to_string()),
             ),
             MIGRATION_PAGE | MIGRATION_JSON => {
-                let glob = method_glob(head.uri.query());
-                let report = self.migration.report(
-                    &self.sunset,
-                    glob.as_deref(),
-                    std::time::SystemTime::now(),
-                );
+                use crate::migration::{Origin, Views};
+                let query = head.uri.query();
+                let glob = method_glob(query);
+                let now = std::time::SystemTime::now();
+                let fleet = self.config.migration.fleet_prometheus.as_ref();
+                // The page shows the fleet when it can; the document stays this gateway's
+                // own unless asked (`protogate report` merges replicas' documents).
+                let view = query_value(query, "view");
+                let want_fleet = fleet.is_some()
+                    && if path == MIGRATION_PAGE {
+                        view.as_deref() != Some("local")
+                    } else {
+                        view.as_deref() == Some("fleet")
+                    };
+                let local = || {
+                    self.migration.report_of(
+                        &self.sunset,
+                        glob.as_deref(),
+                        now,
+                        Origin::Instance(self.config.migration.instance.clone()),
+                    )
+                };
+                let (report, views) = match fleet {
+                    Some(url) if want_fleet => {
+                        match self.fleet_report(url, glob.as_deref(), now).await {
+                            Ok(report) => (report, Views::Fleet),
+                            Err(e) if path == MIGRATION_JSON => {
+                                return Some(Err(EdgeError::BadUpstreamAnswer(format!(
+                                    "the fleet's view from Prometheus {}: {e}",
+                                    url.text
+                                ))));
+                            }
+                            Err(e) => (local(), Views::Local { error: Some(e) }),
+                        }
+                    }
+                    Some(_) => (local(), Views::Local { error: None }),
+                    None => (local(), Views::Alone),
+                };
                 if path == MIGRATION_PAGE {
                     let mut page = plain(
                         StatusCode::OK,
                         "text/html; charset=utf-8",
-                        Bytes::from(crate::migration::render_html(&report)),
+                        Bytes::from(crate::migration::render_html(&report, &views)),
                     );
                     // The page is self-contained and has no script: nothing may load from elsewhere or run.
                     page.headers_mut().insert(
@@ -183,6 +215,50 @@ impl Edge {
         json!({ "digest": &*self.digest, "services": services, "routes": routes })
     }
 
+    /// The fleet's report from the per-client series in Prometheus at `url` (methods
+    /// `glob` matches), with this gateway's sunset policy; an error says what failed.
+    async fn fleet_report(
+        &self,
+        url: &crate::fetch::HttpUrl,
+        glob: Option<&str>,
+        now: std::time::SystemTime,
+    ) -> Result<crate::migration::Report, String> {
+        use crate::migration::{Origin, from_prometheus, parse_vector, queries, sunset_report};
+        let mut answers = Vec::with_capacity(3);
+        for query in queries(None) {
+            let target = format!(
+                "{}/api/v1/query?query={}",
+                url.path,
+                crate::fetch::query_encode(&query)
+            );
+            let answer = crate::fetch::get(url, &target, FLEET_AGENT, FLEET_TIMEOUT).await?;
+            if answer.status != StatusCode::OK && answer.status != StatusCode::BAD_REQUEST {
+                return Err(format!("answered {}", answer.status));
+            }
+            answers.push(parse_vector(&answer.body)?);
+        }
+        let mut report = from_prometheus(
+            &answers[0],
+            &answers[1],
+            &answers[2],
+            now,
+            Origin::Prometheus {
+                url: url.text.clone(),
+                range: None,
+            },
+        );
+        if let Some(glob) = glob {
+            let glob = glob.replace('/', ".");
+            report
+                .methods
+                .retain(|m| crate::migration::glob_match(glob.as_bytes(), m.method.as_bytes()));
+        }
+        for m in &mut report.methods {
+            m.sunset = sunset_report(&self.sunset, &m.method, now);
+        }
+        Ok(report)
+    }
+
     /// Ready when the schema is loaded (not while the start waits for an upstream's
     /// reflection) and the gateway is not shutting down; the upstreams only as `readyz_requires` says (by default not at
     /// all: one upstream down must not take every replica out of its Service, and with it
@@ -234,9 +310,15 @@ impl Edge {
 
 /// The `method` query parameter (percent-decoded; `+` is a space), if any.
 fn method_glob(query: Option<&str>) -> Option<String> {
-    let value = query?
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("method="))?;
+    query_value(query, "method")
+}
+
+/// A query parameter's value (percent-decoded; `+` is a space), if any and not empty.
+fn query_value(query: Option<&str>, key: &str) -> Option<String> {
+    let value = query?.split('&').find_map(|pair| {
+        pair.strip_prefix(key)
+            .and_then(|rest| rest.strip_prefix('='))
+    })?;
     let bytes = value.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -260,6 +342,12 @@ fn method_glob(query: Option<&str>) -> Option<String> {
     }
     String::from_utf8(out).ok().filter(|s| !s.is_empty())
 }
+
+/// How long the page waits for Prometheus before showing this gateway's own view.
+const FLEET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The User-Agent of the fleet view's queries.
+const FLEET_AGENT: &str = concat!("protogate/", env!("CARGO_PKG_VERSION"), " (fleet view)");
 
 /// 405 with `Allow: GET, HEAD` for any other method (hyper sends no body for HEAD).
 fn only_get(head: &http::request::Parts) -> Result<(), EdgeError> {

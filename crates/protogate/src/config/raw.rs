@@ -76,6 +76,7 @@ pub use crate::duration::parse_duration;
 /// max_clients = 1000                         # (method, client) rows in the migration report
 /// export_clients = 50                        # clients per method with Prometheus series
 /// export_unverified = true                   # default: true unless [auth] or client_ca is set
+/// fleet_prometheus = "http://prometheus:9090" # the page shows the fleet from there
 ///
 /// [[json_sunset]]                            # ending JSON, per method, service or package
 /// selector = "demo.shop.v1.Shop.*"
@@ -257,6 +258,7 @@ pub struct MigrationFileConfig {
     pub max_clients: Option<usize>,
     pub export_clients: Option<usize>,
     pub export_unverified: Option<bool>,
+    pub fleet_prometheus: Option<String>,
 }
 
 /// One `[[json_sunset]]` rule, as written.

@@ -42,6 +42,14 @@ pub(super) fn migration(
                 .unwrap_or(edge::migration::DEFAULT_EXPORT_CLIENTS),
             unverified: table.and_then(|m| m.export_unverified).unwrap_or(!verifies),
         },
+        instance: instance_name(),
+        fleet_prometheus: table
+            .and_then(|m| m.fleet_prometheus.as_deref())
+            .map(|url| {
+                edge::fetch::HttpUrl::parse(url)
+                    .map_err(|e| ConfigError(format!("[migration] fleet_prometheus {url:?}: {e}")))
+            })
+            .transpose()?,
         client_id_header: file
             .client_id_header
             .as_deref()
@@ -52,6 +60,18 @@ pub(super) fn migration(
             })
             .transpose()?,
     })
+}
+
+/// This replica's name on the migration page: `POD_NAME` (Kubernetes' downward API), else
+/// the host name.
+fn instance_name() -> Option<String> {
+    let given = std::env::var("POD_NAME")
+        .ok()
+        .filter(|n| !n.trim().is_empty());
+    given
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|n| edge::migration::ClientId::clean_name(n.trim()))
 }
 
 /// A header name as configured (any case; stored lowercase).

@@ -23,46 +23,30 @@ use hyper::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cli::{ReportArgs, ReportFormat};
+use crate::cli::{AdminUrl, ReportArgs, ReportFormat};
 use document::Document;
-use http::{detail, fetch, query_encode, status_text};
+use edge::fetch::query_encode;
+use http::{detail, status_text};
 use view::table_report;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let glob = args.method.as_deref().filter(|g| !g.is_empty());
-    let target = match glob {
-        Some(g) => format!("{}?method={}", args.admin_url.path, query_encode(g)),
-        None => args.admin_url.path.clone(),
-    };
-    let url = format!("http://{}{target}", args.admin_url.authority);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let answer = runtime.block_on(async {
-        tokio::time::timeout(args.timeout, fetch(&args.admin_url, &target)).await
-    });
-    let (status, content_type, body) = match answer {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(e)) => return Err(anyhow!("{url}: {e:#}")),
-        Err(_) => bail!("{url}: no answer within {:?}", args.timeout),
-    };
-    if status != StatusCode::OK {
-        bail!("{url}: answered {}{}", status_text(status), detail(&body));
-    }
-    let mut doc: Value = serde_json::from_slice(&body).map_err(|e| {
-        let sent = content_type.map_or(String::new(), |t| format!(", content-type {t}"));
-        anyhow!("{url}: the answer is not JSON ({e}{sent})")
+    let (mut doc, url) = runtime.block_on(async {
+        match (&args.prometheus, args.admin_url.as_slice()) {
+            (Some(prometheus), _) => {
+                from_prometheus(prometheus, args.range.as_deref(), args.timeout).await
+            }
+            (None, [one]) => {
+                let (url, doc) = document(one, glob, args.timeout).await?;
+                Ok((doc, url))
+            }
+            (None, many) => merged(many, glob, args.timeout).await,
+        }
     })?;
-    let version = doc.get("version").and_then(Value::as_u64);
-    match version {
-        Some(1) => {}
-        Some(v) => bail!(
-            "{url}: the migration report is version {v}; this protogate reads version 1 \
-             (use --format json, or a protogate as new as the gateway)"
-        ),
-        None => bail!("{url}: not a migration report (no \"version\": 1)"),
-    }
     if let Some(glob) = glob
         && let Some(Value::Array(methods)) = doc.get_mut("methods")
     {
@@ -89,6 +73,118 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         r => r.context("writing stdout"),
     }
 }
+
+/// One gateway's document, checked: its URL as asked and the document.
+async fn document(
+    admin: &AdminUrl,
+    glob: Option<&str>,
+    timeout: std::time::Duration,
+) -> anyhow::Result<(String, Value)> {
+    let target = match glob {
+        Some(g) => format!("{}?method={}", admin.path, query_encode(g)),
+        None => admin.path.clone(),
+    };
+    let url = format!("http://{}{target}", admin.authority);
+    let answer = edge::fetch::get(&admin.as_http(), &target, AGENT, timeout)
+        .await
+        .map_err(|e| anyhow!("{url}: {e}"))?;
+    if answer.status != StatusCode::OK {
+        bail!(
+            "{url}: answered {}{}",
+            status_text(answer.status),
+            detail(&answer.body)
+        );
+    }
+    let doc: Value = serde_json::from_slice(&answer.body).map_err(|e| {
+        let sent = answer
+            .content_type
+            .map_or(String::new(), |t| format!(", content-type {}", clean(&t)));
+        anyhow!("{url}: the answer is not JSON ({e}{sent})")
+    })?;
+    match doc.get("version").and_then(Value::as_u64) {
+        Some(1) => Ok((url, doc)),
+        Some(v) => bail!(
+            "{url}: the migration report is version {v}; this protogate reads version 1 \
+             (use --format json, or a protogate as new as the gateway)"
+        ),
+        None => bail!("{url}: not a migration report (no \"version\": 1)"),
+    }
+}
+
+/// The replicas' documents, fetched together and merged (edge's `Report::merge`).
+async fn merged(
+    admins: &[AdminUrl],
+    glob: Option<&str>,
+    timeout: std::time::Duration,
+) -> anyhow::Result<(Value, String)> {
+    let fetched =
+        futures_util::future::join_all(admins.iter().map(|a| document(a, glob, timeout))).await;
+    let mut reports = Vec::with_capacity(fetched.len());
+    let mut urls = Vec::with_capacity(fetched.len());
+    for answer in fetched {
+        let (url, doc) = answer?;
+        let report = edge::migration::parse_json(doc.to_string().as_bytes())
+            .map_err(|e| anyhow!("{url}: not a migration report ({e})"))?;
+        reports.push(report);
+        urls.push(url);
+    }
+    let source = format!("{} replicas ({})", urls.len(), urls.join(", "));
+    let merged = edge::migration::Report::merge(reports, urls);
+    let doc = serde_json::from_str(&edge::migration::render_json(&merged))
+        .context("rendering the merged document")?;
+    Ok((doc, source))
+}
+
+/// The fleet's document from Prometheus's per-client series.
+async fn from_prometheus(
+    prometheus: &edge::fetch::HttpUrl,
+    range: Option<&str>,
+    timeout: std::time::Duration,
+) -> anyhow::Result<(Value, String)> {
+    let url = &prometheus.text;
+    let mut answers = Vec::with_capacity(3);
+    for query in edge::migration::queries(range) {
+        let target = format!(
+            "{}/api/v1/query?query={}",
+            prometheus.path,
+            query_encode(&query)
+        );
+        let answer = edge::fetch::get(prometheus, &target, AGENT, timeout)
+            .await
+            .map_err(|e| anyhow!("{url}: {e}"))?;
+        if !matches!(answer.status.as_u16(), 200 | 400 | 422) {
+            bail!(
+                "{url}: answered {}{}",
+                status_text(answer.status),
+                detail(&answer.body)
+            );
+        }
+        answers.push(
+            edge::migration::parse_vector(&answer.body)
+                .map_err(|e| anyhow!("{url}: {e} (query {query})"))?,
+        );
+    }
+    let report = edge::migration::from_prometheus(
+        &answers[0],
+        &answers[1],
+        &answers[2],
+        std::time::SystemTime::now(),
+        edge::migration::Origin::Prometheus {
+            url: url.clone(),
+            range: range.map(str::to_owned),
+        },
+    );
+    let source = match range {
+        Some(r) => format!("Prometheus {url}, about the last {r}"),
+        None => format!("Prometheus {url}, every replica's counts since it started"),
+    };
+    let doc = serde_json::from_str(&edge::migration::render_json(&report))
+        .context("rendering the document")?;
+    Ok((doc, source))
+}
+
+/// The User-Agent of the report's requests.
+const AGENT: &str = concat!("protogate-report/", env!("CARGO_PKG_VERSION"));
 
 /// Text from the server with control characters as `?`.
 fn clean(s: &str) -> String {

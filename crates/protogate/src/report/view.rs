@@ -38,13 +38,20 @@ pub(super) fn table_report(doc: &Document, url: &str, glob: Option<&str>) -> Str
     if let Some(t) = &doc.generated_at {
         let _ = write!(head, ", generated {}", timestamp(t));
     }
-    if let (Some(tracked), Some(max)) = (doc.tracked_clients, doc.max_clients) {
-        let _ = write!(
-            head,
-            "; {} of {} client rows in use",
-            thousands(tracked),
-            thousands(max)
-        );
+    match (doc.tracked_clients, doc.max_clients) {
+        // From Prometheus: no rows, only the clients with series of their own.
+        (Some(tracked), Some(0)) => {
+            let _ = write!(head, "; {} clients with series", thousands(tracked));
+        }
+        (Some(tracked), Some(max)) => {
+            let _ = write!(
+                head,
+                "; {} of {} client rows in use",
+                thousands(tracked),
+                thousands(max)
+            );
+        }
+        _ => {}
     }
     w!(out, "{head}");
     if doc.methods.is_empty() {
