@@ -11,9 +11,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::migration::{FORMATS, MethodSeries as ClientSeries, REASONS};
-use crate::protocol::Protocol;
-
 /// A method name label: shared, so building a label set per request allocates nothing.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct MethodName(pub Arc<str>);
@@ -450,14 +447,36 @@ struct ClientDowngradeLabels {
 /// What is read when `/metrics` is scraped, not kept in the registry.
 #[derive(Debug, Default)]
 pub struct Scraped<'a> {
-    /// Each method's exported clients (`protogate_client_requests_total`,
-    /// `protogate_client_downgrades_total`).
-    pub clients: &'a [ClientSeries],
+    /// `protogate_client_requests_total`: each method's exported clients (the migration
+    /// report's `Exporter`), zero series left out.
+    pub client_requests: &'a [ClientRequests],
+    /// `protogate_client_downgrades_total`, the same way.
+    pub client_downgrades: &'a [ClientDowngrades],
     /// The `process_*` series.
     pub process: Option<Process>,
     /// The listener certificate's notAfter, Unix seconds
     /// (`protogate_tls_certificate_expiration_timestamp_seconds{name="server"}`).
     pub certificate_expiry: Option<i64>,
+}
+
+/// One `protogate_client_requests_total` series.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientRequests {
+    pub client: Arc<str>,
+    pub method: Arc<str>,
+    pub request_format: &'static str,
+    pub response_format: &'static str,
+    pub protocol: &'static str,
+    pub count: u64,
+}
+
+/// One `protogate_client_downgrades_total` series.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientDowngrades {
+    pub client: Arc<str>,
+    pub method: Arc<str>,
+    pub reason: &'static str,
+    pub count: u64,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -482,48 +501,28 @@ fn scraped_registry(scraped: &Scraped<'_>) -> Registry {
     use prometheus_client::metrics::counter::ConstCounter;
     use prometheus_client::metrics::gauge::ConstGauge;
     let mut registry = Registry::default();
-    let clients = scraped.clients;
-    if !clients.is_empty() {
+    if !scraped.client_requests.is_empty() || !scraped.client_downgrades.is_empty() {
         let requests = Family::<ClientRequestLabels, Counter>::default();
+        for r in scraped.client_requests {
+            requests
+                .get_or_create(&ClientRequestLabels {
+                    client: ClientName(r.client.clone()),
+                    method: MethodName(r.method.clone()),
+                    request_format: r.request_format,
+                    response_format: r.response_format,
+                    protocol: r.protocol,
+                })
+                .inc_by(r.count);
+        }
         let downgrades = Family::<ClientDowngradeLabels, Counter>::default();
-        let other: Arc<str> = Arc::from(crate::migration::OTHER);
-        for m in clients {
-            let method = MethodName(m.method.clone());
-            let each = m
-                .clients
-                .iter()
-                .map(|(c, n)| (c, n))
-                .chain([(&other, &m.other)]);
-            for (client, counts) in each {
-                for (protocol, mix) in Protocol::LABELS.iter().zip(&counts.by_protocol) {
-                    for (req, row) in FORMATS.iter().zip(&mix.0) {
-                        for (resp, &n) in FORMATS.iter().zip(row) {
-                            if n > 0 {
-                                requests
-                                    .get_or_create(&ClientRequestLabels {
-                                        client: ClientName(client.clone()),
-                                        method: method.clone(),
-                                        request_format: req.as_str(),
-                                        response_format: resp.as_str(),
-                                        protocol,
-                                    })
-                                    .inc_by(n);
-                            }
-                        }
-                    }
-                }
-                for (reason, &n) in REASONS.iter().zip(&counts.downgrades) {
-                    if n > 0 {
-                        downgrades
-                            .get_or_create(&ClientDowngradeLabels {
-                                client: ClientName(client.clone()),
-                                method: method.clone(),
-                                reason: reason.as_str(),
-                            })
-                            .inc_by(n);
-                    }
-                }
-            }
+        for d in scraped.client_downgrades {
+            downgrades
+                .get_or_create(&ClientDowngradeLabels {
+                    client: ClientName(d.client.clone()),
+                    method: MethodName(d.method.clone()),
+                    reason: d.reason,
+                })
+                .inc_by(d.count);
         }
         registry.register(
             "protogate_client_requests",
@@ -650,21 +649,21 @@ mod tests {
 
     #[test]
     fn client_series_escape_their_names_and_sit_before_the_end() {
-        use crate::migration::{ClientId, Finished, Source, Tracker};
-        use transcode::Format;
-        let tracker = Tracker::new(10);
-        let headers = http::HeaderMap::new();
-        for name in ["web", "a\"b\\c"] {
-            let id = ClientId::verified(name, Source::ApiKey, &headers);
-            let mut f = Finished::new(Format::Json, Format::Json);
-            f.downgrades.insert(crate::downgrade::Reason::JsonRequested);
-            tracker.record(
-                &Arc::from("p.S/M"),
-                &id,
-                &f,
-                std::time::SystemTime::UNIX_EPOCH,
-            );
-        }
+        let requests = |client: &str| ClientRequests {
+            client: Arc::from(client),
+            method: Arc::from("p.S/M"),
+            request_format: "json",
+            response_format: "json",
+            protocol: "http",
+            count: 1,
+        };
+        let client_requests = [requests("web"), requests("a\"b\\c")];
+        let client_downgrades = [ClientDowngrades {
+            client: Arc::from("web"),
+            method: Arc::from("p.S/M"),
+            reason: "json_requested",
+            count: 1,
+        }];
         let process = Process {
             cpu_seconds: 1.5,
             resident_bytes: 1 << 20,
@@ -673,7 +672,8 @@ mod tests {
             start_time_seconds: 1.7e9,
         };
         let text = Metrics::new().render_with(&Scraped {
-            clients: &tracker.export(crate::migration::ExportSettings::default()),
+            client_requests: &client_requests,
+            client_downgrades: &client_downgrades,
             process: Some(process),
             certificate_expiry: Some(1_800_000_000),
         });

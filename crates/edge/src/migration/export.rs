@@ -18,7 +18,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::tracker::{Counts, Tracker};
+use super::tracker::{Counts, FORMATS, REASONS, Tracker};
+use crate::metrics::{ClientDowngrades, ClientRequests};
+use crate::protocol::Protocol;
 
 /// The clients exported per method unless `[migration] export_clients` says otherwise.
 pub const DEFAULT_EXPORT_CLIENTS: usize = 50;
@@ -57,9 +59,10 @@ pub struct MethodSeries {
     pub other: Counts,
 }
 
-/// What the previous collections exported, so the next one keeps the series counters.
+/// What the previous collections exported, so the next one keeps the series counters: one
+/// per tracker, kept as long as it is (the edge keeps both across reloads).
 #[derive(Debug, Default)]
-pub(super) struct Exporter {
+pub struct Exporter {
     methods: Mutex<HashMap<Arc<str>, Exported>>,
 }
 
@@ -74,7 +77,7 @@ struct Exported {
 
 impl Exporter {
     /// Every tracked method's series now, with `settings`.
-    pub(super) fn collect(&self, tracker: &Tracker, settings: ExportSettings) -> Vec<MethodSeries> {
+    pub fn collect(&self, tracker: &Tracker, settings: ExportSettings) -> Vec<MethodSeries> {
         let mut state = self.methods.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out = Vec::new();
         tracker.each_method(
@@ -126,6 +129,49 @@ impl Exporter {
     }
 }
 
+/// The series' samples as `/metrics` writes them (zero series left out).
+pub fn samples(methods: &[MethodSeries]) -> (Vec<ClientRequests>, Vec<ClientDowngrades>) {
+    let mut requests = Vec::new();
+    let mut downgrades = Vec::new();
+    let other: Arc<str> = Arc::from(OTHER);
+    for m in methods {
+        let each = m
+            .clients
+            .iter()
+            .map(|(c, n)| (c, n))
+            .chain([(&other, &m.other)]);
+        for (client, counts) in each {
+            for (protocol, mix) in Protocol::LABELS.iter().zip(&counts.by_protocol) {
+                for (req, row) in FORMATS.iter().zip(&mix.0) {
+                    for (resp, &count) in FORMATS.iter().zip(row) {
+                        if count > 0 {
+                            requests.push(ClientRequests {
+                                client: client.clone(),
+                                method: m.method.clone(),
+                                request_format: req.as_str(),
+                                response_format: resp.as_str(),
+                                protocol,
+                                count,
+                            });
+                        }
+                    }
+                }
+            }
+            for (reason, &count) in REASONS.iter().zip(&counts.downgrades) {
+                if count > 0 {
+                    downgrades.push(ClientDowngrades {
+                        client: client.clone(),
+                        method: m.method.clone(),
+                        reason: reason.as_str(),
+                        count,
+                    });
+                }
+            }
+        }
+    }
+    (requests, downgrades)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::SystemTime;
@@ -161,6 +207,7 @@ mod tests {
     #[test]
     fn the_top_clients_are_exported_and_other_never_goes_down() {
         let tracker = Tracker::new(100);
+        let exporter = Exporter::default();
         let two = ExportSettings {
             clients: 2,
             unverified: true,
@@ -170,7 +217,7 @@ mod tests {
                 call(&tracker, client, Format::Json);
             }
         }
-        let s = tracker.export(two);
+        let s = exporter.collect(&tracker, two);
         assert_eq!(series(&s, "a"), Some(5));
         assert_eq!(series(&s, "b"), Some(3));
         assert_eq!(series(&s, "c"), None);
@@ -180,7 +227,7 @@ mod tests {
         for _ in 0..4 {
             call(&tracker, "c", Format::Protobuf);
         }
-        let s = tracker.export(two);
+        let s = exporter.collect(&tracker, two);
         assert_eq!(series(&s, "a"), Some(5));
         assert_eq!(series(&s, "b"), None);
         assert_eq!(series(&s, "c"), Some(0));
@@ -188,7 +235,7 @@ mod tests {
         assert_eq!(sum(&s), 13);
         // Requests after that go to c's series.
         call(&tracker, "c", Format::Json);
-        let s = tracker.export(two);
+        let s = exporter.collect(&tracker, two);
         assert_eq!(series(&s, "c"), Some(1));
         assert_eq!(
             s[0].clients
@@ -207,7 +254,7 @@ mod tests {
             for _ in 0..2 {
                 call(&tracker, "d", Format::Json);
             }
-            tracker.export(wide)
+            exporter.collect(&tracker, wide)
         };
         assert_eq!(series(&s, "d"), Some(2));
         assert_eq!(
@@ -230,24 +277,31 @@ mod tests {
             tracker.record(&Arc::from("p.S/M"), &id, &f, SystemTime::UNIX_EPOCH);
         }
         call(&tracker, "verified", Format::Json);
-        let s = tracker.export(ExportSettings {
-            clients: 50,
-            unverified: false,
-        });
+        let exporter = Exporter::default();
+        let s = exporter.collect(
+            &tracker,
+            ExportSettings {
+                clients: 50,
+                unverified: false,
+            },
+        );
         assert_eq!(s[0].clients.len(), 1);
         assert_eq!(series(&s, "verified"), Some(1));
         assert_eq!(series(&s, OTHER), Some(3));
-        let s = tracker.export(ExportSettings::default());
+        let s = exporter.collect(&tracker, ExportSettings::default());
         assert_eq!(
             series(&s, "self-declared"),
             Some(0),
             "tracked before: from 0"
         );
         assert_eq!(series(&s, OTHER), Some(3));
-        let none = tracker.export(ExportSettings {
-            clients: 0,
-            unverified: true,
-        });
+        let none = exporter.collect(
+            &tracker,
+            ExportSettings {
+                clients: 0,
+                unverified: true,
+            },
+        );
         assert!(none[0].clients.is_empty());
         assert_eq!(series(&none, OTHER), Some(4));
     }
@@ -261,7 +315,7 @@ mod tests {
         for _ in 0..3 {
             call(&tracker, "heavy", Format::Json);
         }
-        let s = tracker.export(ExportSettings::default());
+        let s = Exporter::default().collect(&tracker, ExportSettings::default());
         assert_eq!(s[0].clients.len(), DEFAULT_EXPORT_CLIENTS);
         assert_eq!(series(&s, "heavy"), Some(3));
         assert_eq!(sum(&s), 10_003);

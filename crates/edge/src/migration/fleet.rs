@@ -291,12 +291,17 @@ mod tests {
                 );
             }
         }
-        let export = tracker.export(ExportSettings {
-            clients: 1,
-            unverified: true,
-        });
+        let export = crate::migration::Exporter::default().collect(
+            &tracker,
+            ExportSettings {
+                clients: 1,
+                unverified: true,
+            },
+        );
+        let (client_requests, client_downgrades) = crate::migration::samples(&export);
         let text = crate::metrics::Metrics::new().render_with(&crate::metrics::Scraped {
-            clients: &export,
+            client_requests: &client_requests,
+            client_downgrades: &client_downgrades,
             ..Default::default()
         });
         let report = from_prometheus(

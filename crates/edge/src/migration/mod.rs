@@ -10,7 +10,7 @@
 //! - `sunset`: [`SunsetPolicy`], [`SunsetRule`] → [`JsonDecision`] and its headers.
 //! - `dates`: [`parse_time`], [`parse_duration`], [`parse_brownout`]; RFC 3339 and
 //!   HTTP-date rendering.
-//! - `export`: [`Tracker::export`], the top clients of each method as Prometheus series.
+//! - `export`: [`Exporter`], the top clients of each method as Prometheus series.
 //! - `fleet`: the fleet's report from Prometheus ([`from_prometheus`]).
 //! - `parse`, `merge`: [`parse_json`] reads a document back; [`Report::merge`] makes the
 //!   fleet's report of its replicas'.
@@ -106,7 +106,7 @@ pub use client::{ClientId, MAX_NAME_BYTES, Source, UNKNOWN, X_CLIENT_ID};
 pub use dates::{
     Brownout, ParseError, http_date, parse_brownout, parse_duration, parse_time, rfc3339,
 };
-pub use export::{DEFAULT_EXPORT_CLIENTS, ExportSettings, MethodSeries, OTHER};
+pub use export::{DEFAULT_EXPORT_CLIENTS, ExportSettings, Exporter, MethodSeries, OTHER, samples};
 pub use figures::{number, percent, thousands};
 pub use fleet::{Sample, from_prometheus, is_range, parse_vector, queries};
 pub use json::render_json;

@@ -25,7 +25,6 @@ use std::time::{Duration, SystemTime};
 use transcode::{Format, UnknownField};
 
 use super::client::ClientId;
-use super::export::{ExportSettings, Exporter, MethodSeries};
 use super::figures::number;
 use super::series::Series;
 use super::sunset::{RefusalReason, Verdict};
@@ -422,8 +421,6 @@ pub struct Tracker {
     /// Rows in use over every method; never above `max_clients`.
     rows: AtomicUsize,
     ignored: AtomicU64,
-    /// What the Prometheus series showed at the last scrape ([`Tracker::export`]).
-    exported: Exporter,
 }
 
 /// The tracked methods by name (names from the schema).
@@ -484,7 +481,6 @@ impl Tracker {
             method_count: AtomicUsize::new(0),
             rows: AtomicUsize::new(0),
             ignored: AtomicU64::new(0),
-            exported: Exporter::default(),
         }
     }
 
@@ -639,11 +635,6 @@ impl Tracker {
             }
         }
         false
-    }
-
-    /// Each method's Prometheus series now (`export.rs`).
-    pub fn export(&self, settings: ExportSettings) -> Vec<MethodSeries> {
-        self.exported.collect(self, settings)
     }
 
     /// Runs `f` on each method's state (locked one at a time) whose name `keep` accepts.

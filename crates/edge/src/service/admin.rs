@@ -154,15 +154,22 @@ impl Edge {
                     )
                 }
             }
-            _ => plain(
-                StatusCode::OK,
-                crate::metrics::CONTENT_TYPE,
-                Bytes::from(self.metrics.render_with(&crate::metrics::Scraped {
-                    clients: &self.migration.export(self.config.migration.export),
-                    process: self.config.process.and_then(|read| read()),
-                    certificate_expiry: self.config.tls.as_ref().and_then(|t| t.not_after()),
-                })),
-            ),
+            _ => {
+                let series = self
+                    .exported
+                    .collect(&self.migration, self.config.migration.export);
+                let (client_requests, client_downgrades) = crate::migration::samples(&series);
+                plain(
+                    StatusCode::OK,
+                    crate::metrics::CONTENT_TYPE,
+                    Bytes::from(self.metrics.render_with(&crate::metrics::Scraped {
+                        client_requests: &client_requests,
+                        client_downgrades: &client_downgrades,
+                        process: self.config.process.and_then(|read| read()),
+                        certificate_expiry: self.config.tls.as_ref().and_then(|t| t.not_after()),
+                    })),
+                )
+            }
         }))
     }
 

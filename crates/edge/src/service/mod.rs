@@ -85,6 +85,8 @@ pub struct Edge {
     cors: Option<crate::cors::Cors>,
     /// Who speaks which format to which method, and what it costs (`/admin/migration`).
     migration: Arc<Tracker>,
+    /// What the per-client series showed at the last scrape.
+    exported: Arc<crate::migration::Exporter>,
     /// The JSON sunset rules.
     sunset: SunsetPolicy,
     /// An instant and the wall-clock time it was: a request's wall-clock time for the
@@ -111,6 +113,7 @@ struct Lasting {
     downgrades: Arc<DowngradeLog>,
     admission: Arc<Admission>,
     migration: Arc<Tracker>,
+    exported: Arc<crate::migration::Exporter>,
     draining: Arc<std::sync::atomic::AtomicBool>,
     epoch: (Instant, std::time::SystemTime),
 }
@@ -312,6 +315,7 @@ impl Edge {
             metrics,
             downgrades: Arc::new(downgrades),
             migration: Arc::new(Tracker::new(config.migration.max_clients)),
+            exported: Arc::default(),
             draining: Arc::default(),
             epoch: (Instant::now(), std::time::SystemTime::now()),
         };
@@ -343,6 +347,7 @@ impl Edge {
             downgrades: self.downgrades.clone(),
             admission: self.admission.clone(),
             migration: self.migration.clone(),
+            exported: self.exported.clone(),
             draining: self.draining.clone(),
             epoch: self.epoch,
         };
@@ -435,6 +440,7 @@ impl Edge {
             downgrades,
             admission,
             migration,
+            exported,
             draining,
             epoch,
         } = lasting;
@@ -475,6 +481,7 @@ impl Edge {
             draining,
             cors,
             migration,
+            exported,
             sunset,
             epoch,
         })
