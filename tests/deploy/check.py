@@ -4,16 +4,20 @@
 - kubernetes: `kubectl kustomize` renders the base and the example overlay (without kubectl,
   said loudly: each file on its own, and the overlay's references); every object is validated
   against the Kubernetes OpenAPI schemas bundled by kubernetes-validate (strict: unknown
-  fields are errors), the ServiceMonitor (a CRD they lack) against the fields of its CRD this
-  file lists; then the objects against each other (selectors, ports, the ConfigMap's keys and
-  the config's paths, the grace period against the drain, the NetworkPolicy against the
-  upstreams).
+  fields are errors), the ServiceMonitor and the PrometheusRule (CRDs they lack) against the
+  fields of their CRDs this file lists; then the objects against each other (selectors, ports,
+  the admin port and the Services that do and do not expose it, the probes, POD_NAME, no
+  replica count beside the HPA, the ConfigMap's keys and the config's paths, the grace period
+  against the drain, the NetworkPolicy against the ports and the upstreams); the overlay's
+  copies (the PrometheusRule's groups, the dashboard ConfigMap) against deploy/'s originals.
 - yamllint on deploy/ and tests/deploy/.
 - gateway: the real binary serves the overlay's protogate.toml and schema, laid out as the pod
-  mounts them, in front of `protogate demo --backend-only`; requests in every format, one shed
-  (a second gateway on the same files, max_concurrent_requests = 1) and one to a stopped
-  upstream; /metrics scraped; then SIGHUP, which the gateway must live through if the
-  systemd unit has ExecReload (kill -HUP), and may only die of if it has not.
+  mounts them, in front of `protogate demo --backend-only`; the admin pages on the admin
+  listener and 404 on the main one; requests in every format, one shed (a second gateway on
+  the same files, max_concurrent_requests = 1) and one to a stopped upstream; a third gateway
+  with a TLS certificate (openssl) for the certificate's expiry; /metrics scraped; then
+  SIGHUP, which the gateway must live through if the systemd unit has ExecReload (kill -HUP),
+  and may only die of if it has not.
 - observability: the Grafana JSON parses and hangs together; every metric name, label and
   label value the dashboard and alerts.yaml use is in that /metrics output; promtool parses
   every query and runs the alert rules' unit tests (tests/deploy/alerts_*test.yaml).
@@ -22,6 +26,11 @@
 - docker: hadolint, and the Dockerfile's stages, user, stop signal, port, command, labels and
   revision; .dockerignore keeps what the build reads (a copy of the context resolves the
   workspace with `cargo tree --locked --offline`).
+- compose: deploy/compose/compose.yaml by `docker compose config` where Docker's compose
+  plugin is, and against the Compose Specification's JSON schema (check-jsonschema's copy)
+  always; its services, ports, mounts and names against each other and against the gateway's
+  protogate.toml (which `protogate check` loads, laid out as the containers mount it), the
+  Prometheus configuration (`promtool check config`) and the Grafana provisioning files.
 
 A tool that is missing (promtool, systemd-analyze, yamllint, hadolint) is a loud skip, or a
 failure with PROTOGATE_REQUIRE_ORACLES=1 (make test). Talks only to 127.0.0.1; stops only the
@@ -30,6 +39,7 @@ processes it started, by PID.
 Usage: tests/deploy/check.py [path/to/protogate]   (default target/debug/protogate)
 """
 
+import calendar
 import json
 import os
 import re
@@ -44,7 +54,7 @@ import tomllib
 import traceback
 import urllib.error
 import urllib.request
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import jsonschema
 import kubernetes_validate
@@ -56,6 +66,7 @@ KUBE = DEPLOY / "kubernetes"
 BASE = KUBE / "base"
 OVERLAY = KUBE / "overlays" / "example"
 EXAMPLES = KUBE / "examples"
+COMPOSE = DEPLOY / "compose"
 UNIT = DEPLOY / "systemd" / "protogate.service"
 DOCKERFILE = DEPLOY / "Dockerfile"
 DASHBOARD = DEPLOY / "grafana" / "protogate.json"
@@ -71,6 +82,10 @@ KUBE_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
 TARGET_LABELS = {"job", "instance", "namespace", "pod", "service", "endpoint", "container"}
 # Series Prometheus makes itself, not the gateway.
 PROMETHEUS_SERIES = {"up"}
+# The admin listener's port in deploy/'s configurations (admin_listen = ":9090"), and the
+# paths that answer there only.
+ADMIN_PORT = 9090
+ADMIN_PATHS = ("/metrics", "/healthz", "/readyz", "/admin/migration", "/admin/migration.json", "/admin/schema")
 DEADLINE = 20.0  # seconds for a process to say it is listening, or to exit
 
 results = {"passed": 0, "failed": 0, "skipped": 0}
@@ -227,6 +242,62 @@ SERVICE_MONITOR = {
 }
 
 
+# The PrometheusRule fields these manifests may use (monitoring.coreos.com/v1).
+PROMETHEUS_RULE = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "PrometheusRule"},
+        "metadata": SERVICE_MONITOR["properties"]["metadata"],
+        "spec": {
+            "type": "object",
+            "required": ["groups"],
+            "additionalProperties": False,
+            "properties": {
+                "groups": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["name", "rules"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "name": {"type": "string", "minLength": 1},
+                            "interval": {"type": "string", "pattern": DURATION},
+                            "query_offset": {"type": "string", "pattern": DURATION},
+                            "limit": {"type": "integer", "minimum": 0},
+                            "labels": LABELS,
+                            "partial_response_strategy": {"type": "string"},
+                            "rules": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["expr"],
+                                    "additionalProperties": False,
+                                    "oneOf": [{"required": ["alert"]}, {"required": ["record"]}],
+                                    "properties": {
+                                        "alert": {"type": "string"},
+                                        "record": {"type": "string"},
+                                        "expr": {"type": ["string", "integer"]},
+                                        "for": {"type": "string", "pattern": DURATION},
+                                        "keep_firing_for": {"type": "string", "pattern": DURATION},
+                                        "labels": LABELS,
+                                        "annotations": LABELS,
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+CUSTOM_RESOURCES = {"ServiceMonitor": SERVICE_MONITOR, "PrometheusRule": PROMETHEUS_RULE}
+
+
 def load_docs(text, where):
     try:
         return [d for d in yaml.safe_load_all(text) if d is not None]
@@ -236,11 +307,11 @@ def load_docs(text, where):
 
 def validate_object(obj, where):
     kind = obj.get("kind")
-    if kind == "ServiceMonitor":
+    if kind in CUSTOM_RESOURCES:
         try:
-            jsonschema.validate(obj, SERVICE_MONITOR)
+            jsonschema.validate(obj, CUSTOM_RESOURCES[kind])
         except jsonschema.ValidationError as e:
-            raise Fail(f"{where}: ServiceMonitor: {e.message} at {list(e.absolute_path)}")
+            raise Fail(f"{where}: {kind}: {e.message} at {list(e.absolute_path)}")
         return
     for version in KUBE_VERSIONS:
         try:
@@ -292,7 +363,10 @@ def fallback_build(directory):
             require(existing, f"{directory.relative_to(ROOT)}: merges into ConfigMap {gen['name']}, which the base lacks")
             existing[0]["data"].update(data)
         else:
-            cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": gen["name"]}, "data": data}
+            metadata = {"name": gen["name"]}
+            if gen.get("options", {}).get("labels"):
+                metadata["labels"] = dict(gen["options"]["labels"])
+            cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
             validate_object(cm, f"{directory.relative_to(ROOT)} configMapGenerator")
             objects.append(cm)
     for p in k.get("patches", []):
@@ -342,11 +416,12 @@ def config_files(objects, where):
 
 
 def check_objects(objects, where):
-    """The objects against each other and against the issue's requirements."""
+    """The objects against each other and against what deploy/ requires of them."""
     dep = one(objects, "Deployment", where)
     pod_labels = dep["spec"]["template"]["metadata"]["labels"]
     require(matches(dep["spec"]["selector"]["matchLabels"], pod_labels), f"{where}: the Deployment's selector misses its pods")
-    require(dep["spec"].get("replicas") == 3, f"{where}: the Deployment should run 3 replicas")
+    # The HPA owns the count: a replicas field would set it back on every apply.
+    require("replicas" not in dep["spec"], f"{where}: the Deployment has replicas: {dep['spec'].get('replicas')} (the HPA owns the count)")
     pod = dep["spec"]["template"]["spec"]
     require(len(pod["containers"]) == 1, f"{where}: one container expected")
     c = pod["containers"][0]
@@ -354,6 +429,10 @@ def check_objects(objects, where):
             f"{where}: the container's args are not the image's serve --config /etc/protogate/protogate.toml")
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     require(ports.get("http") == 8080, f"{where}: the main port should be containerPort 8080 named http")
+    require(ports.get("admin") == ADMIN_PORT, f"{where}: the admin port should be containerPort {ADMIN_PORT} named admin")
+    env = {e["name"]: e for e in c.get("env", [])}
+    pod_name = env.get("POD_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+    require(pod_name == "metadata.name", f"{where}: POD_NAME should come from the downward API's metadata.name, not {env.get('POD_NAME')}")
     psc, csc = pod.get("securityContext", {}), c.get("securityContext", {})
     require(psc.get("runAsNonRoot") is True or csc.get("runAsNonRoot") is True, f"{where}: runAsNonRoot is not set")
     require(csc.get("readOnlyRootFilesystem") is True, f"{where}: readOnlyRootFilesystem is not set")
@@ -363,7 +442,8 @@ def check_objects(objects, where):
     require(seccomp.get("type") == "RuntimeDefault", f"{where}: seccomp is not RuntimeDefault")
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         get = c.get(probe, {}).get("httpGet", {})
-        require(get.get("path") == path and get.get("port") in ("http", 8080), f"{where}: {probe} should GET {path} on the main port")
+        require(get.get("path") == path and get.get("port") in ("admin", ADMIN_PORT),
+                f"{where}: {probe} should GET {path} on the admin port (the main port answers it 404)")
     res = c.get("resources", {})
     for k in ("cpu", "memory"):
         require(k in res.get("requests", {}) and k in res.get("limits", {}), f"{where}: {k} request and limit expected")
@@ -387,12 +467,39 @@ def check_objects(objects, where):
         require(p in files, f"{where}: protogate.toml names {p}, which is not mounted beside it")
     require(str(config.get("listen", "")).endswith(":8080") and not str(config["listen"]).startswith("127."),
             f"{where}: protogate.toml must listen on every interface's port 8080 (listen = \":8080\"), not {config.get('listen')!r}")
+    require(config.get("admin_listen") == f":{ADMIN_PORT}",
+            f"{where}: protogate.toml must put the admin pages on every interface's port {ADMIN_PORT} (admin_listen = \":{ADMIN_PORT}\"), "
+            f"not {config.get('admin_listen')!r}")
 
-    svc = one(objects, "Service", where)
-    require(matches(svc["spec"]["selector"], pod_labels), f"{where}: the Service's selector misses the pods")
+    # Two Services: the API's (port http only) and the headless admin one (port admin only).
+    services = [o for o in objects if o["kind"] == "Service"]
+    require(len(services) == 2, f"{where}: {len(services)} Services, expected the API's and the admin one")
+    for s in services:
+        require(matches(s["spec"]["selector"], pod_labels), f"{where}: Service {s['metadata']['name']}'s selector misses the pods")
+        for p in s["spec"]["ports"]:
+            require(p["targetPort"] in ports or p["targetPort"] in ports.values(),
+                    f"{where}: Service {s['metadata']['name']} port {p['name']} targets no container port")
+
+    def targets_admin(p):
+        return p["targetPort"] in ("admin", ADMIN_PORT) or p["port"] == ADMIN_PORT or p["name"] == "admin"
+
+    admins = [s for s in services if any(targets_admin(p) for p in s["spec"]["ports"])]
+    require(len(admins) == 1, f"{where}: {len(admins)} Services expose the admin port, expected one")
+    admin_svc = admins[0]
+    svc = [s for s in services if s is not admin_svc][0]
+    require(svc["metadata"]["name"] == dep["metadata"]["name"], f"{where}: the API's Service should be named {dep['metadata']['name']}")
     svc_ports = {p["name"]: p for p in svc["spec"]["ports"]}
-    for p in svc_ports.values():
-        require(p["targetPort"] in ports or p["targetPort"] in ports.values(), f"{where}: Service port {p['name']} targets no container port")
+    require(list(svc_ports) == ["http"] and svc_ports["http"]["port"] == 8080 and svc_ports["http"]["targetPort"] in ("http", 8080),
+            f"{where}: the API's Service should expose port 8080 (http) alone, not {sorted(svc_ports)}")
+    require(svc_ports["http"].get("appProtocol") == "kubernetes.io/h2c",
+            f"{where}: the API's Service port should say appProtocol: kubernetes.io/h2c (HTTP/1.1 and h2c prior knowledge)")
+    admin_ports = admin_svc["spec"]["ports"]
+    require(len(admin_ports) == 1 and admin_ports[0]["name"] == "admin" and admin_ports[0]["port"] == ADMIN_PORT
+            and admin_ports[0]["targetPort"] in ("admin", ADMIN_PORT),
+            f"{where}: Service {admin_svc['metadata']['name']} should expose the admin port ({ADMIN_PORT}, named admin) alone")
+    require(admin_svc["spec"].get("clusterIP") == "None", f"{where}: Service {admin_svc['metadata']['name']} should be headless (clusterIP: None)")
+    require(not matches(admin_svc["metadata"]["labels"], svc["metadata"]["labels"]),
+            f"{where}: the admin Service's labels also fit the API's Service: a ServiceMonitor could not tell them apart")
 
     pdb = one(objects, "PodDisruptionBudget", where)
     require(matches(pdb["spec"]["selector"]["matchLabels"], pod_labels), f"{where}: the PodDisruptionBudget selects no pod")
@@ -403,14 +510,31 @@ def check_objects(objects, where):
     require(any(m["type"] == "Resource" and m["resource"]["name"] == "cpu" for m in hpa["spec"]["metrics"]), f"{where}: the HPA does not scale on CPU")
 
     for sm in (o for o in objects if o["kind"] == "ServiceMonitor"):
-        require(matches(sm["spec"]["selector"]["matchLabels"], svc["metadata"]["labels"]), f"{where}: the ServiceMonitor selects no Service")
+        selected = [s["metadata"]["name"] for s in services if matches(sm["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])]
+        require(selected == [admin_svc["metadata"]["name"]],
+                f"{where}: the ServiceMonitor should select Service {admin_svc['metadata']['name']} alone, not {selected}")
         for e in sm["spec"]["endpoints"]:
-            require(e["port"] in svc_ports, f"{where}: the ServiceMonitor scrapes port {e['port']}, which the Service lacks")
+            require(e["port"] == "admin", f"{where}: the ServiceMonitor scrapes port {e['port']}, not admin")
             require(e.get("path") == "/metrics", f"{where}: the ServiceMonitor should scrape /metrics")
+        # The job label the scrapes get, which alerts.yaml's ProtogateDown names.
+        job = admin_svc["metadata"]["labels"].get(sm["spec"]["jobLabel"]) if "jobLabel" in sm["spec"] else admin_svc["metadata"]["name"]
+        down = [r for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"] if r.get("alert") == "ProtogateDown"]
+        require(down and f'job="{job}"' in down[0]["expr"], f"{where}: the ServiceMonitor's scrapes get job=\"{job}\", which ProtogateDown does not name")
     for np in (o for o in objects if o["kind"] == "NetworkPolicy"):
         require(matches(np["spec"]["podSelector"]["matchLabels"], pod_labels), f"{where}: the NetworkPolicy selects no pod")
-        ingress_ports = {p["port"] for rule in np["spec"].get("ingress", []) for p in rule.get("ports", [])}
-        require(ingress_ports == {8080}, f"{where}: the NetworkPolicy should let in port 8080 only, not {sorted(ingress_ports)}")
+        rules = np["spec"].get("ingress", [])
+        require(all(rule.get("ports") for rule in rules), f"{where}: a NetworkPolicy ingress rule without ports lets in every port")
+        ingress_ports = {p["port"] for rule in rules for p in rule["ports"]}
+        require(ingress_ports == {8080, ADMIN_PORT},
+                f"{where}: the NetworkPolicy should let in ports 8080 and {ADMIN_PORT} only, not {sorted(ingress_ports)}")
+        monitoring = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+        for rule in rules:
+            if any(p["port"] in (ADMIN_PORT, "admin") for p in rule["ports"]):
+                require(rule.get("from") == monitoring,
+                        f"{where}: the NetworkPolicy lets the admin port in from {rule.get('from', 'anywhere')}, "
+                        "not only from namespace monitoring")
+                require(all(p["port"] in (ADMIN_PORT, "admin") for p in rule["ports"]),
+                        f"{where}: the NetworkPolicy's admin rule lets in other ports too")
         egress_ports = {(p.get("protocol", "TCP"), p["port"]) for rule in np["spec"].get("egress", []) for p in rule.get("ports", [])}
         upstreams = [config.get("upstream")] + [s.get("upstream") for s in config.get("services", {}).values()]
         for u in filter(None, upstreams):
@@ -440,8 +564,29 @@ def check_kubernetes(state):
     overlay = rendered[OVERLAY]
     kinds = sorted(o["kind"] for o in overlay)
     for kind in ("ConfigMap", "Deployment", "HorizontalPodAutoscaler", "Namespace", "NetworkPolicy",
-                 "PodDisruptionBudget", "Service", "ServiceMonitor"):
+                 "PodDisruptionBudget", "Service", "ServiceMonitor", "PrometheusRule"):
         require(kind in kinds, f"the overlay renders no {kind}")
+
+    # The alerting rules: alerts.yaml's groups, as they are.
+    rule = one(overlay, "PrometheusRule", "overlay")
+    require(rule["spec"]["groups"] == yaml.safe_load(ALERTS.read_text())["groups"],
+            "the overlay's PrometheusRule's groups are not deploy/prometheus/alerts.yaml's: copy them again "
+            "(the commands are in deploy/kubernetes/overlays/example/prometheusrule.yaml)")
+    sm = one(overlay, "ServiceMonitor", "overlay")
+    require(rule["metadata"].get("labels", {}).get("release") == sm["metadata"].get("labels", {}).get("release"),
+            "the PrometheusRule's release label should be the ServiceMonitor's (what the Prometheus selects)")
+
+    # The dashboard for Grafana's sidecar: deploy/grafana/protogate.json, under a stable name.
+    require((OVERLAY / "protogate.json").read_text() == DASHBOARD.read_text(),
+            "deploy/kubernetes/overlays/example/protogate.json is not a copy of deploy/grafana/protogate.json: "
+            "cp deploy/grafana/protogate.json deploy/kubernetes/overlays/example/")
+    dashboards = [o for o in overlay if o["kind"] == "ConfigMap" and o["metadata"].get("labels", {}).get("grafana_dashboard") == "1"]
+    require(len(dashboards) == 1, f"{len(dashboards)} ConfigMaps labelled grafana_dashboard: \"1\", expected the dashboard's")
+    require(dashboards[0].get("data", {}).get("protogate.json") == DASHBOARD.read_text(),
+            "the dashboard ConfigMap does not hold deploy/grafana/protogate.json under protogate.json")
+    generator = [g for g in kustomization(OVERLAY)["configMapGenerator"] if g["name"] == dashboards[0]["metadata"]["name"]]
+    require(generator and generator[0].get("options", {}).get("disableNameSuffixHash") is True,
+            "the dashboard ConfigMap's name should carry no hash (disableNameSuffixHash), so Grafana's sidecar sees one name")
     ns = kustomization(OVERLAY)["namespace"]
     require(all(o["metadata"].get("namespace") == ns for o in overlay if o["kind"] != "Namespace"),
             f"the overlay leaves objects outside namespace {ns}")
@@ -479,19 +624,24 @@ def check_yamllint(state):
 class Proc:
     """A child process whose stderr goes to a file; stopped by PID."""
 
-    def __init__(self, args, work, name):
+    def __init__(self, args, work, name, env=None):
         self.err_path = work / f"{name}.err"
         self.err = open(self.err_path, "w")
-        self.p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.err, stdin=subprocess.DEVNULL, cwd=work)
+        self.p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.err, stdin=subprocess.DEVNULL, cwd=work,
+                                  env={**os.environ, **(env or {})})
         self.name = name
 
-    def wait_listening(self):
+    def wait_listening(self, pattern=r"listening on http://(127\.0\.0\.1:\d+)", what="it listens"):
         def listening():
-            m = re.search(r"listening on http://(127\.0\.0\.1:\d+)", self.err_path.read_text())
+            m = re.search(pattern, self.err_path.read_text())
             if not m and self.p.poll() is not None:
                 raise Fail(f"{self.name} exited ({self.p.returncode}) before listening: {self.err_path.read_text()[-2000:]}")
             return m and m.group(1)
-        return wait_until(listening, f"{self.name} saying it listens")
+        return wait_until(listening, f"{self.name} saying {what}")
+
+    def wait_admin(self):
+        """The admin listener's address (--admin-listen), from the line that announces it."""
+        return self.wait_listening(r"admin endpoints [^\n]*? on http://(127\.0\.0\.1:\d+)", "where its admin endpoints are")
 
     def wait_exit(self, seconds):
         try:
@@ -541,13 +691,16 @@ def parse_metrics(text):
     return names, seen
 
 
-@check("gateway: the base's and the overlay's config served by the real binary, /metrics scraped")
+@check("gateway: the base's and the overlay's config served by the real binary, admin pages apart, /metrics scraped")
 def check_gateway(state, binary):
     require(binary.exists(), f"{binary} does not exist (cargo build -p protogate)")
     files = state.get("configs", {}).get(str(OVERLAY.relative_to(ROOT)))
     require(files, "the overlay's config files were not found (see the kubernetes check)")
     work = Path(tempfile.mkdtemp(prefix="protogate-deploy-check-"))
     procs = []
+    # Every gateway here on loopback, on ports of the system's choosing: the configs' listen
+    # and admin_listen (":8080", ":9090": every interface) are overridden.
+    loopback = ["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"]
     try:
         def lay_out(name, files):
             etc = work / name  # as the pod's /etc/protogate
@@ -562,60 +715,88 @@ def check_gateway(state, binary):
         # The base's config starts (the binary accepts every key) and is ready.
         base_files = state.get("configs", {}).get(str(BASE.relative_to(ROOT)))
         require(base_files, "the base's config files were not found (see the kubernetes check)")
-        base = Proc([str(binary), "serve", "--config", str(lay_out("base", base_files) / "protogate.toml"),
-                     "--listen", "127.0.0.1:0", "--upstream", f"http://{upstream}"], work, "base")
+        base = Proc([str(binary), "serve", "--config", str(lay_out("base", base_files) / "protogate.toml"), *loopback,
+                     "--upstream", f"http://{upstream}"], work, "base")
         procs.append(base)
-        require(http(base.wait_listening(), "/readyz")[0] == 200, "the base's config: /readyz is not 200")
+        base.wait_listening()
+        require(http(base.wait_admin(), "/readyz")[0] == 200, "the base's config: /readyz is not 200 on the admin listener")
         base.stop(kill=True)
-        # The overlay's, in full.
+        # The overlay's, in full, named as the Deployment names a replica (POD_NAME).
         etc = lay_out("overlay", files)
-        gateway = Proc([str(binary), "serve", "--config", str(etc / "protogate.toml"),
-                        "--listen", "127.0.0.1:0", "--upstream", f"http://{upstream}"], work, "gateway")
+        gateway = Proc([str(binary), "serve", "--config", str(etc / "protogate.toml"), *loopback,
+                        "--upstream", f"http://{upstream}"], work, "gateway", env={"POD_NAME": "protogate-5d8f7c9b4-x2x7q"})
         procs.append(gateway)
         addr = gateway.wait_listening()
-        require(http(addr, "/healthz")[0] == 200, "/healthz is not 200")
-        require(http(addr, "/readyz")[0] == 200, "/readyz is not 200 with the upstream up")
+        admin = gateway.wait_admin()
+        # The probes' and Prometheus's paths and the operators' pages answer on the admin
+        # port, and 404 on the main one (which the public Service exposes).
+        for path in ADMIN_PATHS:
+            require(http(admin, path)[0] == 200, f"{path} is not 200 on the admin listener")
+            status = http(addr, path)[0]
+            require(status == 404, f"{path} answered {status} on the main listener, not 404 (admin_listen moves it)")
         method = "/demo.shop.v1.Shop/GetOrder"
         for body, ctype in ((b'{"id": "1"}', "application/json"), (b"\x81\xa2id\x01", "application/msgpack"),
                             (b"\x08\x01", "application/x-protobuf")):
             status, answer = http(addr, method, body, ctype)
             require(status == 200, f"{ctype} GetOrder answered {status}: {answer[:300]!r}")
 
-        # Shedding, which nothing here brings the overlay's limits to: a second gateway on the
-        # same files with max_concurrent_requests = 1 (a top-level key, so put first), one
-        # request held in flight (its head sent, its body not; /metrics, which is not admitted,
-        # tells when it is in), and one more, which is shed.
+        # Shedding and JSON refusals, which nothing here brings the overlay to: a second
+        # gateway on the same files with max_concurrent_requests = 1 (a top-level key, so put
+        # first) and JSON sunset rules (tables, so put last: ListOrders past its sunset,
+        # CreateOrder in a brownout now). One request held in flight (its head sent, its body
+        # not; /metrics, which is not admitted, tells when it is in), and one more, which is
+        # shed; then a JSON request to each method with a rule, which is refused.
+        now = time.time()
+        stamp = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa: E731
+        sunsets = "".join(f'\n[[json_sunset]]\nselector = "demo.shop.v1.Shop.{m}"\ndeprecation = "{stamp(now - 2 * 86400)}"\n'
+                          f'sunset = "{stamp(end)}"\n' for m, end in (("ListOrders", now - 86400), ("CreateOrder", now + 30 * 86400)))
+        sunsets += f'brownouts = ["{stamp(now - 3600)}/PT2H"]\n'  # CreateOrder's
         shed_toml = etc / "protogate-shed.toml"
-        shed_toml.write_text("max_concurrent_requests = 1\n" + files["protogate.toml"])
-        shedder = Proc([str(binary), "serve", "--config", str(shed_toml), "--listen", "127.0.0.1:0",
+        shed_toml.write_text("max_concurrent_requests = 1\n" + files["protogate.toml"] + sunsets)
+        shedder = Proc([str(binary), "serve", "--config", str(shed_toml), *loopback,
                         "--upstream", f"http://{upstream}"], work, "shedder")
         procs.append(shedder)
         shed_addr = shedder.wait_listening()
+        shed_admin = shedder.wait_admin()
         host, port = shed_addr.split(":")
         with socket.create_connection((host, int(port)), timeout=10) as held:
             held.sendall(f"POST {method} HTTP/1.1\r\nHost: {shed_addr}\r\ncontent-type: application/json\r\n"
                          "content-length: 11\r\n\r\n".encode())
-            wait_until(lambda: "\nprotogate_requests_in_flight 1\n" in http(shed_addr, "/metrics")[1].decode(),
+            wait_until(lambda: "\nprotogate_requests_in_flight 1\n" in http(shed_admin, "/metrics")[1].decode(),
                        "the held request in flight")
             status, answer = http(shed_addr, method, b'{"id": "1"}', "application/json")
             require(status == 503, f"a request over max_concurrent_requests answered {status}: {answer[:300]!r}")
         deadline = time.monotonic() + DEADLINE
-        while (status := http(shed_addr, "/metrics"))[0] != 200:
+        while (status := http(shed_admin, "/metrics"))[0] != 200:
             require(time.monotonic() < deadline, f"/metrics answered {status[0]} after the held request left")
-        shed_text = status[1].decode()
+        for refused, body in (("ListOrders", b'{"customerId": "42"}'), ("CreateOrder", b'{"customerId": "42"}')):
+            status, answer = http(shed_addr, f"/demo.shop.v1.Shop/{refused}", body, "application/json")
+            require(status in (406, 415), f"JSON {refused} under a [[json_sunset]] rule answered {status}: {answer[:300]!r}")
+        shed_text = http(shed_admin, "/metrics")[1].decode()
+        refused = dict(re.findall(r'^protogate_json_refused_total\{method="demo\.shop\.v1\.Shop/(\w+)",reason="(\w+)"\} 1$',
+                                  shed_text, re.M))
+        require(refused == {"ListOrders": "sunset", "CreateOrder": "brownout"},
+                f"the refused JSON requests were not counted one under sunset, one under brownout: {refused}")
         shed_metrics = parse_metrics(shed_text)
         shedder.stop(kill=True)
+
+        # TLS, which the overlay does not configure: a third gateway on the same files with a
+        # certificate that expires in 30 days, for the series that says when (what is wrong
+        # with it is said last, so the checks of the dashboard and alerts still get /metrics).
+        tls_metrics, tls_problem = tls_gateway(binary, work, etc, upstream, procs, loopback)
 
         backend.stop()
         status, answer = http(addr, method, b'{"id": "1"}', "application/json")
         require(status == 503, f"GetOrder with the upstream stopped answered {status}, not 503: {answer[:300]!r}")
-        status, text = http(addr, "/metrics")
+        status, text = http(admin, "/metrics")
         require(status == 200, f"/metrics answered {status}")
         names, seen = parse_metrics(text.decode())
-        for series, labels in shed_metrics[1].items():
-            for label, values in labels.items():
-                seen.setdefault(series, {}).setdefault(label, set()).update(values)
-        state["metrics"] = (names | shed_metrics[0], seen)
+        for other in (shed_metrics, tls_metrics):
+            names |= other[0]
+            for series, labels in other[1].items():
+                for label, values in labels.items():
+                    seen.setdefault(series, {}).setdefault(label, set()).update(values)
+        state["metrics"] = (names, seen)
         # Every reason's series is there from the start, at 0; the one request over the limit
         # counted under concurrency alone.
         shed = dict(re.findall(r'^protogate_shed_total\{reason="(\w+)"\} (\d+)', shed_text, re.M))
@@ -627,7 +808,7 @@ def check_gateway(state, binary):
         gateway.p.send_signal(signal.SIGHUP)
         wait_until(lambda: gateway.p.poll() is not None or "SIGHUP" in gateway.err_path.read_text(),
                    "SIGHUP ending protogate or being logged")
-        survived = gateway.p.poll() is None and http(addr, "/healthz")[0] == 200 and gateway.p.poll() is None
+        survived = gateway.p.poll() is None and http(admin, "/healthz")[0] == 200 and gateway.p.poll() is None
         reload_enabled = re.search(r"(?m)^ExecReload=.*-HUP", UNIT.read_text()) is not None
         if survived:
             require(reload_enabled, "protogate lives on after SIGHUP: deploy/systemd/protogate.service can have "
@@ -636,10 +817,42 @@ def check_gateway(state, binary):
             require(not reload_enabled, f"SIGHUP ends protogate (exit {gateway.p.returncode}), yet "
                                         "deploy/systemd/protogate.service has ExecReload=kill -HUP: `systemctl reload` "
                                         "would stop the gateway")
+        require(tls_problem is None, tls_problem)
     finally:
         for p in reversed(procs):
             p.stop(kill=p.name != "backend")
         shutil.rmtree(work, ignore_errors=True)
+
+
+def tls_gateway(binary, work, etc, upstream, procs, loopback):
+    """A gateway on the overlay's files with a self-signed certificate valid for 30 days
+    (made by openssl): its /metrics, and what is wrong with
+    protogate_tls_certificate_expiration_timestamp_seconds{name="server"} there (None: it says
+    when the certificate expires)."""
+    openssl = shutil.which("openssl")
+    require(openssl, "openssl is not installed (Debian's openssl package): no certificate for the TLS gateway")
+    cert, key = work / "tls.crt", work / "tls.key"
+    r = run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30",
+             "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)])
+    require(r.returncode == 0, f"openssl req: {r.stderr}")
+    r = run([openssl, "x509", "-noout", "-enddate", "-in", str(cert)])
+    not_after = calendar.timegm(time.strptime(r.stdout.strip().split("=", 1)[1], "%b %d %H:%M:%S %Y GMT"))
+    tls = Proc([str(binary), "serve", "--config", str(etc / "protogate.toml"), *loopback, "--upstream", f"http://{upstream}",
+                "--tls-cert", str(cert), "--tls-key", str(key)], work, "tls")
+    procs.append(tls)
+    tls.wait_listening(r"listening on https://(127\.0\.0\.1:\d+)", "it listens with TLS")
+    status, text = http(tls.wait_admin(), "/metrics")
+    require(status == 200, f"the TLS gateway's /metrics answered {status}")
+    text = text.decode()
+    tls.stop(kill=True)
+    m = re.search(r'^protogate_tls_certificate_expiration_timestamp_seconds\{name="server"\} (\S+)$', text, re.M)
+    if not m:
+        return parse_metrics(text), ("protogate_tls_certificate_expiration_timestamp_seconds{name=\"server\"} is not in the "
+                                     "/metrics of a gateway with a TLS certificate")
+    if abs(float(m.group(1)) - not_after) >= 2:
+        return parse_metrics(text), (f"protogate_tls_certificate_expiration_timestamp_seconds{{name=\"server\"}} is {m.group(1)}, "
+                                     f"not the certificate's notAfter ({not_after:.0f}, unix seconds)")
+    return parse_metrics(text), None
 
 
 # --- Dashboard and alerts -------------------------------------------------------------------
@@ -654,7 +867,8 @@ def check_queries(exprs, names, seen, where):
     all_labels = set(TARGET_LABELS) | {label for labels in seen.values() for label in labels}
     used = set()
     for expr in exprs:
-        for metric in set(re.findall(r"\bprotogate_[a-zA-Z0-9_]+\b", expr)):
+        # The gateway's own series, and the process's (process_cpu_seconds_total, …).
+        for metric in set(re.findall(r"\b(?:protogate|process)_[a-zA-Z0-9_]+\b", expr)):
             require(metric in names, f"{where}: {metric} is not in the gateway's /metrics ({expr})")
             used.add(metric)
         for metric, body in SELECTOR.findall(expr):
@@ -719,12 +933,16 @@ def check_dashboard(state):
     used = check_queries(queries + state.get("adapter_queries", []), names, seen, "dashboard")
     for wanted in ("protogate_requests_total", "protogate_request_duration_seconds_bucket",
                    "protogate_upstream_request_duration_seconds_bucket", "protogate_downgrades_total",
-                   "protogate_shed_total", "protogate_connections", "protogate_requests_in_flight"):
+                   "protogate_shed_total", "protogate_connections", "protogate_requests_in_flight",
+                   "protogate_client_requests_total", "protogate_client_downgrades_total", "protogate_build_info",
+                   "process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds"):
         require(wanted in used, f"the dashboard shows no {wanted}")
     # Every query parses as PromQL: promtool checks them as recording rules, with Grafana's
-    # variables given values.
+    # variables given values (its ranges a duration, the rest a regular expression).
     exe = promtool()
-    concrete = [re.sub(r"\$(\w+)", ".*", q.replace("$__rate_interval", "5m")) for q in queries]
+    ranges = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "6h"}
+    concrete = [re.sub(r"\$(\w+)", ".*", re.sub(r"\$__(?:rate_interval|interval|range)\b", lambda m: ranges[m.group(0)], q))
+                for q in queries]
     rules = {"groups": [{"name": "dashboard", "rules": [{"record": f"dashboard:query{i}", "expr": q} for i, q in enumerate(concrete)]}]}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
         yaml.safe_dump(rules, f)
@@ -739,7 +957,8 @@ def check_alerts(state):
     rules = [r for g in groups for r in g["rules"]]
     names = {r["alert"] for r in rules}
     for wanted in ("ProtogateHighErrorRatio", "ProtogateUpstreamUnavailable", "ProtogateHighLatency",
-                   "ProtogateDowngradesRising", "ProtogateShedding"):
+                   "ProtogateDowngradesRising", "ProtogateShedding", "ProtogateUpstreamNoHealthyEndpoints",
+                   "ProtogateReloadFailed", "ProtogateJsonRefused", "ProtogateCertificateExpiring"):
         require(wanted in names, f"no alert {wanted}")
     if "metrics" not in state:
         raise Fail("no /metrics to compare with (the gateway check failed)")
@@ -751,8 +970,14 @@ def check_alerts(state):
     tests = sorted(HERE.glob("alerts_*test.yaml"))
     r = run([exe, "test", "rules", *[t.name for t in tests]], cwd=HERE)
     require(r.returncode == 0, r.stdout + r.stderr)
-    tested = {a for t in tests for a in re.findall(r"alertname: (\w+)", t.read_text())}
-    require(names <= tested, f"alerts without a unit test: {sorted(names - tested)}")
+    # Every alert is seen firing, and not firing, by some test.
+    firing, quiet = set(), set()
+    for test in tests:
+        for case in yaml.safe_load(test.read_text())["tests"]:
+            for a in case.get("alert_rule_test", []):
+                (firing if a.get("exp_alerts") else quiet).add(a["alertname"])
+    require(names <= firing, f"alerts no unit test sees firing: {sorted(names - firing)}")
+    require(names <= quiet, f"alerts no unit test sees quiet: {sorted(names - quiet)}")
 
 
 # --- systemd --------------------------------------------------------------------------------
@@ -894,6 +1119,198 @@ def check_docker(state):
         raise Skip("hadolint is not installed (make deploy-env): the Dockerfile was checked by the tests above only")
 
 
+# --- Compose --------------------------------------------------------------------------------
+
+def compose_schema():
+    """The Compose Specification's JSON schema, as check-jsonschema ships it (its
+    vendor.compose-spec builtin, from the compose-spec project; Apache-2.0)."""
+    try:
+        from importlib import resources
+        text = resources.files("check_jsonschema.builtin_schemas.vendor").joinpath("compose-spec.json").read_text()
+    except ModuleNotFoundError:
+        raise Fail("check-jsonschema is not installed (make deploy-env): no Compose Specification schema to check against")
+    return json.loads(text)
+
+
+def compose_mounts(service):
+    """A service's bind mounts: the path in the container → the file or directory on the host."""
+    out = {}
+    for v in service.get("volumes", []):
+        source, target = (v.split(":")[:2]) if isinstance(v, str) else (v.get("source"), v["target"])
+        if source and source.startswith((".", "/")):
+            out[target] = (COMPOSE / source).resolve()
+    return out
+
+
+def compose_ports(service):
+    """(host address, host port, container port) of each published port (short syntax)."""
+    out = []
+    for p in service.get("ports", []):
+        parts = str(p).split(":")
+        require(len(parts) == 3, f"compose.yaml: port {p}: publish as HOST_IP:HOST_PORT:CONTAINER_PORT")
+        out.append((parts[0], int(parts[1]), int(parts[2])))
+    return out
+
+
+def port_of(address):
+    m = re.search(r":(\d+)$", str(address))
+    require(m, f"{address!r} names no port")
+    return int(m.group(1))
+
+
+@check("compose: deploy/compose/ validated; its services, configurations and mounts agree; the gateway loads its config")
+def check_compose(state, binary):
+    path = COMPOSE / "compose.yaml"
+    where = str(path.relative_to(ROOT))
+    compose = load_docs(path.read_text(), where)[0]
+    errors = sorted(jsonschema.Draft202012Validator(compose_schema()).iter_errors(compose), key=lambda e: list(e.absolute_path))
+    require(not errors, f"{where} against the Compose Specification's schema:\n" +
+            "\n".join(f"  {'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors))
+    docker = shutil.which("docker")
+    if docker and run([docker, "compose", "version"]).returncode == 0:
+        r = run([docker, "compose", "-f", str(path), "config", "--quiet"])
+        require(r.returncode == 0, f"docker compose config:\n{r.stdout}{r.stderr}")
+    else:
+        print("NOTE compose: Docker's compose plugin is not installed: deploy/compose/compose.yaml is checked against the "
+              "Compose Specification's schema, not by `docker compose config`")
+    services = compose["services"]
+
+    def command(s):
+        return s.get("command") or []
+
+    # The image deploy/Dockerfile builds, built once, run by the backend and every gateway.
+    builders = {n: s for n, s in services.items() if "build" in s}
+    require(len(builders) == 1, f"{where}: {len(builders)} services build an image, expected one (the others run it)")
+    build = list(builders.values())[0]["build"]
+    require((COMPOSE / build["context"]).resolve() == ROOT and build.get("dockerfile") == "deploy/Dockerfile",
+            f"{where}: the image should be built from the repository's root with deploy/Dockerfile")
+    image = list(builders.values())[0]["image"]
+
+    backends = {n: s for n, s in services.items() if command(s)[:2] == ["demo", "--backend-only"]}
+    require(len(backends) == 1, f"{where}: {len(backends)} services run `protogate demo --backend-only`, expected one")
+    backend_name, backend = next(iter(backends.items()))
+    listen = command(backend)[command(backend).index("--listen") + 1]
+    require(not listen.startswith("127."), f"{where}: the backend listens on {listen}, which the gateways cannot reach")
+
+    prometheus = {n: s for n, s in services.items() if str(s.get("image", "")).startswith("prom/prometheus:")}
+    grafana = {n: s for n, s in services.items() if str(s.get("image", "")).startswith("grafana/grafana:")}
+    require(len(prometheus) == 1 and len(grafana) == 1, f"{where}: one Prometheus and one Grafana expected")
+    prom_name, prom = next(iter(prometheus.items()))
+    graf_name, graf = next(iter(grafana.items()))
+
+    # Three replicas of the gateway, each named, each found under one shared name.
+    gateways = {n: s for n, s in services.items() if command(s)[:1] == ["serve"]}
+    require(len(gateways) == 3, f"{where}: {len(gateways)} gateway replicas, expected 3")
+    names, aliases = set(), None
+    drain = duration_s(readme_default("drain_delay"))
+    upstream_timeout = duration_s(readme_default("upstream_timeout"))
+    for name, s in gateways.items():
+        require(s.get("image") == image, f"{where}: {name} runs {s.get('image')}, not the image built from deploy/Dockerfile ({image})")
+        require(command(s) == ["serve", "--config", "/etc/protogate/protogate.toml"],
+                f"{where}: {name} should run serve --config /etc/protogate/protogate.toml")
+        env = s.get("environment", {})
+        if isinstance(env, list):
+            env = dict(e.split("=", 1) for e in env)
+        require(env.get("POD_NAME") and env.get("POD_NAME") == s.get("hostname"),
+                f"{where}: {name} should set POD_NAME to its hostname ({s.get('hostname')}), not {env.get('POD_NAME')!r}")
+        names.add(env["POD_NAME"])
+        own = set(s.get("networks", {}).get("default", {}).get("aliases", []))
+        aliases = own if aliases is None else aliases & own
+        mounts = compose_mounts(s)
+        require(mounts.get("/etc/protogate/protogate.toml") == COMPOSE / "protogate.toml",
+                f"{where}: {name} does not mount deploy/compose/protogate.toml at /etc/protogate/protogate.toml")
+        require(mounts.get("/etc/protogate/proto") == ROOT / "proto", f"{where}: {name} does not mount proto/ at /etc/protogate/proto")
+        require(duration_s(s.get("stop_grace_period", "10s")) > drain + upstream_timeout,
+                f"{where}: {name}'s stop_grace_period does not exceed drain_delay + upstream_timeout ({drain + upstream_timeout:g} s)")
+        require(s.get("read_only") is True and s.get("cap_drop") == ["ALL"], f"{where}: {name} should be read-only with no capabilities")
+        require(backend_name in s.get("depends_on", []), f"{where}: {name} does not start after {backend_name}")
+    require(len(names) == 3, f"{where}: the replicas' POD_NAMEs are not distinct: {sorted(names)}")
+    require(aliases, f"{where}: the replicas share no network alias for Prometheus to find them by")
+
+    config = tomllib.loads((COMPOSE / "protogate.toml").read_text())
+    require(port_of(config.get("listen")) == 8080 and not str(config["listen"]).startswith("127."),
+            f"protogate.toml (compose): listen should be \":8080\", not {config.get('listen')!r}")
+    require(config.get("admin_listen") == f":{ADMIN_PORT}", f"protogate.toml (compose): admin_listen should be \":{ADMIN_PORT}\"")
+    require(config.get("upstream") == f"http://{backend_name}:{port_of(listen)}",
+            f"protogate.toml (compose): upstream {config.get('upstream')} is not the backend (http://{backend_name}:{port_of(listen)})")
+    require(config.get("migration", {}).get("fleet_prometheus") == f"http://{prom_name}:9090",
+            f"protogate.toml (compose): [migration] fleet_prometheus should be http://{prom_name}:9090")
+    for p in config.get("protos", []):
+        require(p.startswith("proto/") and (ROOT / p).exists(), f"protogate.toml (compose): {p} is not under the mounted proto/")
+
+    # Published ports: loopback, none twice; each replica's API and admin port, Grafana's 3000.
+    published = [(n, *p) for n, s in services.items() for p in compose_ports(s)]
+    host_ports = [p[2] for p in published]
+    require(len(host_ports) == len(set(host_ports)), f"{where}: a host port is published twice: {sorted(host_ports)}")
+    require(all(p[1] == "127.0.0.1" for p in published), f"{where}: publish on 127.0.0.1 only (Grafana lets anonymous viewers in)")
+    for name in gateways:
+        inside = sorted(p[3] for p in published if p[0] == name)
+        require(inside == [8080, ADMIN_PORT], f"{where}: {name} should publish its ports 8080 and {ADMIN_PORT}, not {inside}")
+    require((graf_name, "127.0.0.1", 3000, 3000) in published, f"{where}: Grafana should be on the host's port 3000")
+    require(any(p[0] == prom_name and p[3] == 9090 for p in published), f"{where}: Prometheus's port 9090 is not published")
+
+    # Prometheus: its configuration as mounted, checked by promtool; every replica's admin
+    # port found by DNS under the replicas' shared name, every 5 s, as job "protogate".
+    mounts = compose_mounts(prom)
+    require(mounts.get("/etc/prometheus/prometheus.yml") == COMPOSE / "prometheus.yml",
+            f"{where}: Prometheus does not read deploy/compose/prometheus.yml")
+    prom_config = yaml.safe_load((COMPOSE / "prometheus.yml").read_text())
+    jobs = {j["job_name"]: j for j in prom_config.get("scrape_configs", [])}
+    require("protogate" in jobs, "prometheus.yml has no job protogate (the job ProtogateDown names)")
+    job = jobs["protogate"]
+    interval = job.get("scrape_interval", prom_config.get("global", {}).get("scrape_interval", "1m"))
+    require(duration_s(interval) == 5, f"prometheus.yml: job protogate scrapes every {interval}, not 5s")
+    sd = job.get("dns_sd_configs", [])
+    require(len(sd) == 1 and sd[0].get("type") == "A" and sd[0].get("port") == ADMIN_PORT and set(sd[0].get("names", [])) <= aliases,
+            f"prometheus.yml: job protogate should find the replicas by dns_sd_configs (type A, port {ADMIN_PORT}) "
+            f"under their shared name {sorted(aliases)}")
+    rules = [PurePosixPath("/etc/prometheus") / f for f in prom_config.get("rule_files", [])]
+    for f in rules:
+        require(str(f) in mounts, f"prometheus.yml's rule file {f} is not mounted")
+    require(mounts.get("/etc/prometheus/alerts.yaml") == ALERTS, f"{where}: Prometheus does not mount deploy/prometheus/alerts.yaml")
+    exe = shutil.which("promtool")  # without it, a skip once the rest is checked
+    if exe:
+        with tempfile.TemporaryDirectory() as d:
+            for target, source in mounts.items():
+                if target.startswith("/etc/prometheus/"):
+                    shutil.copyfile(source, Path(d) / target.removeprefix("/etc/prometheus/"))
+            r = run([exe, "check", "config", str(Path(d) / "prometheus.yml")])
+            require(r.returncode == 0, f"promtool check config deploy/compose/prometheus.yml:\n{r.stdout}{r.stderr}")
+
+    # Grafana: the data source is that Prometheus; the dashboard provider reads the directory
+    # deploy/grafana/protogate.json itself is mounted in (not a copy).
+    mounts = compose_mounts(graf)
+    provisioning = {kind: [yaml.safe_load(source.read_text()) for target, source in mounts.items()
+                           if target.startswith(f"/etc/grafana/provisioning/{kind}/")]
+                    for kind in ("datasources", "dashboards")}
+    require(len(provisioning["datasources"]) == 1 and len(provisioning["dashboards"]) == 1,
+            f"{where}: Grafana should mount one data source and one dashboard provisioning file")
+    ds = provisioning["datasources"][0]
+    require(ds.get("apiVersion") == 1 and len(ds.get("datasources", [])) == 1, "the Grafana data source file: apiVersion 1, one data source")
+    ds = ds["datasources"][0]
+    require(ds.get("type") == "prometheus" and ds.get("url") == f"http://{prom_name}:9090" and ds.get("isDefault") is True,
+            f"the Grafana data source should be the default, type prometheus, at http://{prom_name}:9090")
+    dash = [target for target, source in mounts.items() if source == DASHBOARD]
+    require(len(dash) == 1, f"{where}: Grafana does not mount deploy/grafana/protogate.json")
+    provider = provisioning["dashboards"][0]
+    require(provider.get("apiVersion") == 1 and len(provider.get("providers", [])) == 1, "the Grafana dashboard file: apiVersion 1, one provider")
+    provider = provider["providers"][0]
+    require(provider.get("type") == "file" and provider.get("options", {}).get("path") == str(PurePosixPath(dash[0]).parent),
+            f"the Grafana dashboard provider should read {PurePosixPath(dash[0]).parent}, where protogate.json is mounted")
+    home = graf.get("environment", {}).get("GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH")
+    require(home in (None, dash[0]), f"{where}: Grafana's home dashboard {home} is not the one mounted")
+
+    # The gateway accepts its configuration, laid out as the containers see /etc/protogate.
+    require(binary.exists(), f"{binary} does not exist (cargo build -p protogate)")
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copyfile(COMPOSE / "protogate.toml", Path(d) / "protogate.toml")
+        shutil.copytree(ROOT / "proto", Path(d) / "proto")
+        r = run([str(binary), "check", "--config", str(Path(d) / "protogate.toml")])
+        require(r.returncode == 0, f"protogate check --config deploy/compose/protogate.toml (as mounted):\n{r.stdout[-1500:]}{r.stderr[-1500:]}")
+    if not exe:
+        promtool()
+
+
 def main():
     binary = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "target/debug/protogate").resolve()
     state = {}
@@ -905,6 +1322,7 @@ def main():
     check_alerts(state)
     check_systemd(state, binary)
     check_docker(state)
+    check_compose(state, binary)
     skipped = f", {results['skipped']} skipped" if results["skipped"] else ""
     print(f"({time.monotonic() - t:.1f} s)")
     print(f"deploy-check: {results['passed']} passed, {results['failed']} failed{skipped}")
