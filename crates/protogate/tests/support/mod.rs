@@ -339,3 +339,63 @@ pub fn complete(answer: &[u8]) -> bool {
         .unwrap_or(0);
     body.len() >= length
 }
+
+/// The headless browsers the page tests look for on `PATH`, in this order.
+pub const BROWSERS: [&str; 3] = ["chromium", "chromium-browser", "google-chrome"];
+
+/// The first browser of [`BROWSERS`] that runs.
+pub fn browser() -> Option<&'static str> {
+    BROWSERS.into_iter().find(|c| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// `url` in headless `chromium` with its profile in `profile` and `extra` switches: what
+/// it printed on stdout (`--dump-dom`: the DOM), within [`DEADLINE`].
+pub fn headless(chromium: &str, profile: &std::path::Path, extra: &[&str], url: &str) -> String {
+    let mut args = vec![
+        "--headless".to_owned(),
+        "--no-sandbox".to_owned(),
+        "--disable-gpu".to_owned(),
+        "--disable-dev-shm-usage".to_owned(),
+        format!("--user-data-dir={}", profile.display()),
+    ];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    args.push(url.to_owned());
+    let mut child = Command::new(chromium)
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    let status = eventually("chromium to finish", || child.try_wait().unwrap());
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("chromium did not finish within {DEADLINE:?}");
+    }
+    reader.join().unwrap()
+}
+
+/// The oracle tests' decision on a missing tool (crates/transcode/tests/external): a
+/// failure when `PROTOGATE_REQUIRE_ORACLES` is set to anything but empty or `0`, else one
+/// `SKIPPED:` line written straight to stderr (the harness captures and hides what a passing
+/// test prints with `eprintln!`).
+pub fn oracle_missing(why: &str) {
+    let required = std::env::var("PROTOGATE_REQUIRE_ORACLES")
+        .ok()
+        .is_some_and(|v| !v.is_empty() && v != "0");
+    if required {
+        panic!("{why} (PROTOGATE_REQUIRE_ORACLES is set: a missing oracle fails the test)");
+    }
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {why}");
+}
