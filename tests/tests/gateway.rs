@@ -974,6 +974,21 @@ async fn health_metrics_and_kinds() {
         let series = format!("protogate_schema_reloads_total{{result=\"{result}\"}} 0");
         assert!(text.lines().any(|l| l == series), "{series}\n{text}");
     }
+    // Every method's downgrades by reason, before any (Slow was not called).
+    for reason in [
+        "json_requested",
+        "accept_fallback",
+        "unknown_fields",
+        "json_deprecated",
+    ] {
+        let series = format!(
+            "protogate_downgrades_total{{method=\"protogate.test.svc.TestService/Slow\",reason=\"{reason}\"}} 0"
+        );
+        assert!(text.lines().any(|l| l == series), "{series}\n{text}");
+    }
+    // No [[json_sunset]] and no [rate_limit]: no series that could never move.
+    assert!(!text.contains("protogate_json_refused_total{"), "{text}");
+    assert!(!text.contains("protogate_rate_limited_total{"), "{text}");
     assert!(
         metric(
             &text,

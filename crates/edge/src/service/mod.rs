@@ -460,6 +460,7 @@ impl Edge {
             .map(crate::rate_limit::RateLimiter::new)
             .transpose()
             .map_err(SetupError::RateLimit)?;
+        zero_method_series(&metrics, &schema, &sunset, limiter.is_some());
         Ok(Edge {
             client_header: auth.as_ref().map_or(crate::auth::CLIENT_HEADER, |a| {
                 a.config().client_header.clone()
@@ -536,3 +537,33 @@ fn bad_request(e: transcode::Error) -> EdgeError {
 
 #[cfg(test)]
 mod tests;
+
+/// Every schema method's counters whose labels are known before any request, at 0, so
+/// dashboards and `rate()` alerts see a quiet gateway's zeros, not "no data": downgrades by
+/// reason, JSON refusals where a sunset rule governs the method, rate-limit refusals when
+/// `[rate_limit]` is on. (Made again by each snapshot: a method a reload adds gets its own.)
+fn zero_method_series(metrics: &Metrics, schema: &Schema, sunset: &SunsetPolicy, limits: bool) {
+    use crate::metrics::{DowngradeLabels, MethodLabels, RefusedLabels};
+    for method in schema.methods() {
+        let name = || crate::metrics::MethodName(method.full_name.clone());
+        for reason in crate::migration::REASONS {
+            let _at_zero = metrics.downgrades.get_or_create(&DowngradeLabels {
+                method: name(),
+                reason: reason.as_str(),
+            });
+        }
+        if sunset.rule_for(&method.full_name).is_some() {
+            for reason in crate::migration::RefusalReason::ALL {
+                let _at_zero = metrics.json_refused.get_or_create(&RefusedLabels {
+                    method: name(),
+                    reason: reason.as_str(),
+                });
+            }
+        }
+        if limits {
+            let _at_zero = metrics
+                .rate_limited
+                .get_or_create(&MethodLabels { method: name() });
+        }
+    }
+}
