@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 ORACLE_REQ := tests/oracle/requirements.txt
 DEPLOY_REQ := tests/deploy/requirements.txt
 
-.PHONY: demo test build lint clients-env bench bench-ratios bench-codecs bench-e2e bench-ir bench-ir-transcoder bench-burst bench-rate-limit soak oracle-env grpcgw deploy-env deploy-check clean
+.PHONY: demo test build lint clients-env bench bench-ratios bench-codecs bench-e2e bench-ir bench-ir-transcoder bench-burst bench-rate-limit bench-scrape soak oracle-env grpcgw deploy-env deploy-check clean
 
 demo:
 	$(CARGO) run --release -p protogate -- demo
@@ -100,6 +100,11 @@ bench-ir:
 # local redis-server; one and 16 connections (bench/rate_limit.sh; ~2 min).
 bench-rate-limit:
 	bench/rate_limit.sh
+
+# What the per-client series cost a Prometheus scrape: /metrics with 10,000 clients and
+# export_clients 50 against export_clients 0, interleaved (bench/scrape.py; ~1 min).
+bench-scrape:
+	python3 bench/scrape.py
 
 # The transcoder's instructions per JSON byte (callgrind), floor and four directions, for A/B
 # comparisons that code placement does not move (bench/transcoder_ir.sh; ~1 min).

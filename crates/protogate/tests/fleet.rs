@@ -314,6 +314,19 @@ fn three_replicas_one_prometheus_one_picture() {
         prometheus_url.as_str()
     );
 
+    // Over a window: Prometheus's increase(), extrapolated, so said to be about (a series'
+    // first sample is its start, so the figures may well be below the exact ones).
+    let ranged = report(&["--prometheus", &prometheus_url, "--range", "1h"]);
+    assert!(
+        ranged.starts_with(&format!(
+            "Migration report from Prometheus {prometheus_url}, about the last 1h"
+        )),
+        "{ranged}"
+    );
+    let out = run(&["report", "--prometheus", &prometheus_url, "--range", "1 hour"], b"");
+    assert_eq!(out.status.code(), Some(2), "a range that is not PromQL's");
+    assert!(stderr(&out).contains("PromQL duration"), "{}", stderr(&out));
+
     // The text reports: the same overview rows (method, requests, JSON, share, sunset).
     let text_merged = report(&args);
     let text_prometheus = report(&["--prometheus", &prometheus_url]);
