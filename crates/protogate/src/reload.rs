@@ -267,7 +267,15 @@ pub fn spawn(
             let mut tls_changed = None;
             let was_waiting = waiting(&live);
             let outcome = if unchanged && broken {
-                reload(good.clone(), &live, &unknown_method, !was_waiting, &mut disk, None).await
+                reload(
+                    good.clone(),
+                    &live,
+                    &unknown_method,
+                    !was_waiting,
+                    &mut disk,
+                    None,
+                )
+                .await
             } else {
                 // (While waiting, the same schema as the waiting snapshot's is news too.)
                 let quiet = unchanged && in_force && !was_waiting;
