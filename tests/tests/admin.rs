@@ -1,6 +1,8 @@
 //! The gateway's own endpoints: GET and HEAD only; on the main listener by default, on an
-//! admin listener of their own when there is one (404 on the main one then); a REST rule on
-//! one of their paths is refused at start-up on the listener that serves them.
+//! admin listener of their own when there is one (404 on the main one then); a REST rule
+//! whose literal path is one of theirs is refused at start-up on the listener that serves
+//! them, while a rule's template may cover them (their literals win, every other path and
+//! method is the rule's); `openapi_path` moves or removes the OpenAPI document.
 
 use std::sync::Arc;
 
@@ -125,5 +127,83 @@ async fn a_rule_on_an_own_endpoints_path_is_refused_at_start_up() {
             Err(e) => panic!("{path} (admin listener: {admin_listener}): {e}"),
             Ok(_) => panic!("{path} (admin listener: {admin_listener}): accepted"),
         }
+    }
+}
+
+fn rule(selector: &str, method: &str, path: &str) -> transcode::rest::HttpRule {
+    transcode::rest::HttpRule {
+        selector: format!("library.v1.Library.{selector}"),
+        method: method.into(),
+        path: path.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn templates_may_cover_own_paths_and_the_literals_win() {
+    let config = edge::EdgeConfig {
+        http_rules: vec![
+            rule("GetBook", "GET", "/{name=**}"),
+            rule("DeleteBook", "DELETE", "/{name=**}"),
+            rule("ArchiveBook", "GET", "/{name=**}:archive"),
+        ],
+        ..Default::default()
+    };
+    let stack = library::start_with_gateway(config).await;
+    let (http, gw) = (Http::h1(), stack.gw.addr);
+    // The gateway's own answer where it serves one…
+    let a = http.get(gw, "/healthz").await;
+    assert_eq!((a.status.as_u16(), &*a.body), (200, &b"ok\n"[..]));
+    let a = http.get(gw, "/metrics").await;
+    assert!(String::from_utf8_lossy(&a.body).contains("protogate_requests_in_flight"));
+    assert_eq!(
+        http.get(gw, "/openapi.json").await.json()["openapi"],
+        "3.1.0"
+    );
+    // …the rules everywhere else: other paths, other methods, a verb.
+    let a = http.get(gw, "/shelves/1/books/2").await;
+    assert_eq!(a.json()["name"], "shelves/1/books/2", "{:?}", a.body);
+    let a = http.get(gw, "/").await;
+    // (The empty name is proto3's default: left out of the JSON.)
+    assert_eq!(
+        (a.status.as_u16(), &a.json()["title"]),
+        (200u16, &serde_json::json!("Title of ")),
+        "the root too"
+    );
+    let a = http.request("DELETE", gw, "/healthz", &[], "").await;
+    assert_eq!(
+        a.json(),
+        serde_json::json!({"name": "healthz", "title": "deleted"})
+    );
+    let a = http.get(gw, "/metrics:archive").await;
+    assert_eq!(a.json()["title"], "archived", "{:?}", a.body);
+    // A method no rule takes on an own path: the own endpoint's 405.
+    let a = http.request("PUT", gw, "/healthz", &[], "").await;
+    assert_eq!(a.status, 405);
+}
+
+#[tokio::test]
+async fn openapi_path_moves_or_removes_the_document() {
+    for (openapi_path, served, ruled) in [
+        (
+            Some("/api/openapi.json"),
+            "/api/openapi.json",
+            "/openapi.json",
+        ),
+        (None, "", "/openapi.json"),
+    ] {
+        let config = edge::EdgeConfig {
+            openapi_path: openapi_path.map(str::to_owned),
+            http_rules: vec![rule("GetBook", "GET", "/{name=**}")],
+            ..Default::default()
+        };
+        let stack = library::start_with_gateway(config).await;
+        let http = Http::h1();
+        if !served.is_empty() {
+            let a = http.get(stack.gw.addr, served).await;
+            assert_eq!(a.json()["openapi"], "3.1.0", "{served}");
+        }
+        let a = http.get(stack.gw.addr, ruled).await;
+        assert_eq!(a.json()["name"], "openapi.json", "{ruled}: the rule's");
     }
 }

@@ -105,6 +105,9 @@ pub struct EdgeConfig {
     /// snapshot lacks 503 instead of 404. The binary puts a snapshot without it in force
     /// once the schema is had.
     pub schema_waiting: Option<std::sync::Arc<str>>,
+    /// Where the main listener serves the OpenAPI document (`openapi_path`; default
+    /// `/openapi.json`; `None`: not served, the path is the rules').
+    pub openapi_path: Option<String>,
     /// What `/readyz` asks of the upstreams besides the gateway's own readiness (default
     /// none: an upstream down makes its own methods fail, not the replica unready).
     pub readyz_requires: ReadyzRequires,
@@ -152,6 +155,7 @@ impl Default for EdgeConfig {
             revision: "unknown",
             process: None,
             schema_waiting: None,
+            openapi_path: Some("/openapi.json".to_owned()),
         }
     }
 }

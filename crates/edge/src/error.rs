@@ -313,7 +313,7 @@ pub enum SetupError {
     /// The schema has no google.rpc.Status (error bodies need it).
     NoStatus,
     /// An HTTP rule takes the path of one of the gateway's own endpoints on its listener.
-    PathTaken { path: &'static str, rule: String },
+    PathTaken { path: String, rule: String },
     /// The CORS settings cannot work, and why.
     Cors(String),
     /// A `[[json_sunset]]` rule that cannot work (or two that tie on a method).
@@ -334,7 +334,7 @@ impl fmt::Display for SetupError {
             SetupError::Routes(e) => write!(f, "{e}"),
             SetupError::PathTaken { path, rule } => write!(
                 f,
-                "the HTTP rule {rule} takes {path}, which the gateway answers itself on the same listener (set admin_listen to move the admin endpoints off the main listener)"
+                "the HTTP rule {rule} takes {path}, which the gateway answers itself on the same listener (a rule's template may cover it, its literal path may not: move the rule, or the gateway's own with admin_listen or openapi_path)"
             ),
             SetupError::Cors(why) => f.write_str(why),
             SetupError::Sunset(e) => write!(f, "{e}"),

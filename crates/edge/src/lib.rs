@@ -58,7 +58,7 @@ pub mod upstream;
 pub use config::{EdgeConfig, ReadyzRequires};
 pub use error::{EdgeError, SetupError};
 pub use server::{serve, serve_admin, serve_all};
-pub use service::{Edge, Live, schema_digest};
+pub use service::{ADMIN_PATHS, Edge, Live, schema_digest};
 pub use shed::ShedReason;
 pub use upstream::{
     Reflected, ReflectedFile, ReflectionQuery, Resolution, Resolve, SystemResolver, Target,

@@ -1,13 +1,15 @@
 //! The gateway's own endpoints: `/healthz`, `/readyz`, `/metrics`, `/admin/migration` and
 //! `/admin/migration.json` (the admin endpoints: on the admin listener when there is one,
-//! else on the main one) and `/openapi.json` (always on
-//! the main one). GET and HEAD only; answered before routing, so a REST rule may not take one
-//! of their paths on the same listener (`Edge::new` refuses it).
+//! else on the main one) and the OpenAPI document (`openapi_path`, `/openapi.json` by default;
+//! always on the main one). GET and HEAD only, answered before routing: their literal paths
+//! beat any rule's template (as Envoy's matcher prefers literals), so `GET /{name}` serves
+//! every other path; a rule whose own literal path is one of them is refused (`Edge::new`),
+//! and another HTTP method on their paths goes to the rules when one takes it.
 
 use super::*;
 
 /// The admin endpoints' paths.
-pub(crate) const ADMIN_PATHS: [&str; 6] = [
+pub const ADMIN_PATHS: [&str; 6] = [
     "/healthz",
     "/readyz",
     "/metrics",
@@ -21,17 +23,15 @@ const SCHEMA_JSON: &str = "/admin/schema";
 /// `?method=GLOB` (`demo.shop.v1.Shop.*`).
 const MIGRATION_PAGE: &str = "/admin/migration";
 const MIGRATION_JSON: &str = "/admin/migration.json";
-/// The API description, on the main listener.
-pub(crate) const OPENAPI_PATH: &str = "/openapi.json";
 
 /// The paths the main listener answers itself, before routing.
-pub(super) fn own_paths(config: &EdgeConfig) -> impl Iterator<Item = &'static str> {
+pub(super) fn own_paths(config: &EdgeConfig) -> impl Iterator<Item = &str> {
     let admin: &[&'static str] = if config.admin_listener {
         &[]
     } else {
         &ADMIN_PATHS
     };
-    admin.iter().copied().chain([OPENAPI_PATH])
+    admin.iter().copied().chain(config.openapi_path.as_deref())
 }
 
 impl Edge {
@@ -41,7 +41,23 @@ impl Edge {
         &self,
         head: &http::request::Parts,
     ) -> Option<Result<Response<ResponseBody>, EdgeError>> {
-        if head.uri.path() == OPENAPI_PATH {
+        let path = head.uri.path();
+        let openapi = self.config.openapi_path.as_deref() == Some(path);
+        let admin = !self.config.admin_listener && ADMIN_PATHS.contains(&path);
+        if !openapi && !admin {
+            return None;
+        }
+        // Another HTTP method on an own path is a rule's, when one takes it.
+        if !matches!(head.method, http::Method::GET | http::Method::HEAD)
+            && !matches!(
+                self.routes
+                    .resolve(&self.schema, head.method.as_str(), path),
+                transcode::rest::Resolution::NotFound
+            )
+        {
+            return None;
+        }
+        if openapi {
             return Some(only_get(head).map(|()| {
                 plain(
                     StatusCode::OK,
@@ -49,9 +65,6 @@ impl Edge {
                     self.openapi.clone(),
                 )
             }));
-        }
-        if self.config.admin_listener {
-            return None;
         }
         self.admin_endpoint(head).await
     }

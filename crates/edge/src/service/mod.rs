@@ -41,6 +41,7 @@ use crate::migration::{
 use crate::negotiate;
 use crate::protocol::Protocol;
 use crate::upstream::Upstreams;
+pub use admin::ADMIN_PATHS;
 
 mod account;
 mod admin;
@@ -79,7 +80,7 @@ pub struct Edge {
     admission: Arc<Admission>,
     /// The method label of requests that name no method.
     unknown_method: std::sync::Arc<str>,
-    /// `GET /openapi.json`: the OpenAPI document of the schema and the routes, built once.
+    /// `GET {openapi_path}`: the OpenAPI document of the schema and the routes, built once.
     openapi: Bytes,
     /// CORS, when configured.
     cors: Option<crate::cors::Cors>,
@@ -409,20 +410,22 @@ impl Edge {
         let routes = Routes::new(&schema, &config.http_rules).map_err(SetupError::Routes)?;
         let openapi = transcode::openapi::document(&schema, &routes, "protogate");
         let openapi = Bytes::from(openapi.to_string());
-        // A rule on a path the gateway answers itself would never be reached.
+        // A rule's template may cover the gateway's own paths (their literals win there); a
+        // rule whose literal path is one of them would never be reached.
         for path in admin::own_paths(&config) {
-            let rule = match routes.resolve(&schema, "GET", path) {
-                // Named by its selector, as rules are written.
-                Resolution::Found(found) => format!(
-                    "GET {path} of {}",
-                    found.binding().method.full_name.replacen('/', ".", 1)
-                ),
-                Resolution::PathNotAllowed(methods) => {
-                    format!("for {} {path}", methods.join(", "))
-                }
-                _ => continue,
-            };
-            return Err(SetupError::PathTaken { path, rule });
+            if let Some(route) = routes
+                .iter()
+                .find(|r| r.template.is_literal() && r.template.shape() == path)
+            {
+                return Err(SetupError::PathTaken {
+                    path: path.to_owned(),
+                    rule: format!(
+                        "{} {path} of {}",
+                        route.rule.method,
+                        route.method.full_name.replacen('/', ".", 1)
+                    ),
+                });
+            }
         }
         let sunset = SunsetPolicy::new(config.json_sunset.clone()).map_err(SetupError::Sunset)?;
         // Two equally specific rules on one method are refused now, not met by a request.

@@ -52,6 +52,7 @@ pub use crate::duration::parse_duration;
 /// worker_threads = 0                         # 0: one per CPU (single-threaded when one)
 /// unknown_query_parameters = "reject"        # or "ignore"
 /// readyz_requires = "none"                   # or "any-upstream", "all-upstreams"
+/// openapi_path = "/openapi.json"             # where the OpenAPI document is; "" for nowhere
 ///
 /// ca = "tls/upstream-ca.pem"                 # https:// upstreams: their CA (default: the
 /// client_cert = "tls/gateway.pem"            #   system's roots), the gateway's client
@@ -207,6 +208,8 @@ pub struct FileConfig {
     pub unknown_query_parameters: Option<UnknownQueryConfig>,
     /// What `/readyz` asks of the upstreams (default `none`).
     pub readyz_requires: Option<ReadyzRequiresConfig>,
+    /// Where the OpenAPI document is served (default `/openapi.json`; `""`: not served).
+    pub openapi_path: Option<String>,
     pub tls: Option<TlsFileConfig>,
     /// The default TLS settings of `https://` upstreams.
     pub ca: Option<PathBuf>,

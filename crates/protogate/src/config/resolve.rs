@@ -530,6 +530,7 @@ fn edge_config(
         process: Some(crate::process::read),
         // Set by `run` while the start waits for the reflection.
         schema_waiting: None,
+        openapi_path: openapi_path(file.openapi_path.as_deref())?,
         readyz_requires: match file.readyz_requires {
             None | Some(ReadyzRequiresConfig::None) => edge::ReadyzRequires::None,
             Some(ReadyzRequiresConfig::AnyUpstream) => edge::ReadyzRequires::AnyUpstream,
@@ -646,4 +647,27 @@ fn positive(value: Duration, key: &str) -> Result<Duration, ConfigError> {
         )));
     }
     Ok(value)
+}
+
+/// `openapi_path`: a path (`/…`, no query), or `""` for none; default `/openapi.json`.
+fn openapi_path(given: Option<&str>) -> Result<Option<String>, ConfigError> {
+    match given {
+        None => Ok(Some("/openapi.json".to_owned())),
+        Some("") => Ok(None),
+        Some(p)
+            if p.starts_with('/')
+                && !p.contains(['?', '#'])
+                && !p.contains(char::is_whitespace) =>
+        {
+            if edge::ADMIN_PATHS.contains(&p) {
+                return Err(ConfigError(format!(
+                    "openapi_path {p:?} is one of the admin endpoints' paths"
+                )));
+            }
+            Ok(Some(p.to_owned()))
+        }
+        Some(p) => Err(ConfigError(format!(
+            "openapi_path {p:?} is not a path: expected \"/…\" (no query), or \"\" to serve no OpenAPI document"
+        ))),
+    }
 }

@@ -480,6 +480,31 @@ fn compression_settings() {
 }
 
 #[test]
+fn openapi_path_is_a_path_or_nothing() {
+    let path = |toml: &str| {
+        let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+        resolve(args(&[]), FileConfig::parse(&text, Path::new(".")).unwrap())
+            .map(|r| r.edge.openapi_path)
+            .map_err(|e| e.to_string())
+    };
+    assert_eq!(path(""), Ok(Some("/openapi.json".to_owned())));
+    assert_eq!(path("openapi_path = \"\""), Ok(None));
+    assert_eq!(
+        path("openapi_path = \"/api/v1/openapi.json\""),
+        Ok(Some("/api/v1/openapi.json".to_owned()))
+    );
+    for bad in ["openapi.json", "/a?b", "/a b"] {
+        let e = path(&format!("openapi_path = \"{bad}\"")).unwrap_err();
+        assert!(
+            e.contains("openapi_path") && e.contains("not a path"),
+            "{bad}: {e}"
+        );
+    }
+    let e = path("openapi_path = \"/metrics\"").unwrap_err();
+    assert!(e.contains("admin endpoints"), "{e}");
+}
+
+#[test]
 fn exported_clients() {
     let resolved = |toml: &str| {
         let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");

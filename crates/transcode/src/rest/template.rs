@@ -87,6 +87,12 @@ impl Template {
         })
     }
 
+    /// Whether the template is a literal path (no variable, no wildcard): it matches one
+    /// path only, its [`Template::shape`].
+    pub fn is_literal(&self) -> bool {
+        self.segs.iter().all(|s| matches!(s, Seg::Literal(_)))
+    }
+
     pub fn variables(&self) -> &[Variable] {
         &self.vars
     }
