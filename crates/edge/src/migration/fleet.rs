@@ -19,7 +19,9 @@ use std::time::SystemTime;
 use serde_json::Value;
 
 use super::export::OTHER;
-use super::report::{ClientReport, MethodReport, Origin, Report, ShareSeries};
+use super::report::{
+    ClientReport, MethodReport, Origin, Report, ShareSeries, sort_clients, sort_methods,
+};
 use super::sunset::{RefusalReason, dotted};
 use super::tracker::{Counts, FORMATS, REASONS, format_index};
 use crate::protocol::Protocol;
@@ -196,13 +198,7 @@ pub fn from_prometheus(
                 .collect();
             totals.refused = m.refused;
             tracked += clients.len();
-            clients.sort_by(|a, b| {
-                b.counts
-                    .json_answers()
-                    .cmp(&a.counts.json_answers())
-                    .then_with(|| b.counts.requests().cmp(&a.counts.requests()))
-                    .then_with(|| a.name.cmp(&b.name))
-            });
+            sort_clients(&mut clients);
             MethodReport {
                 method: name,
                 totals,
@@ -217,13 +213,7 @@ pub fn from_prometheus(
             }
         })
         .collect();
-    reports.sort_by(|a, b| {
-        b.totals
-            .json_answers()
-            .cmp(&a.totals.json_answers())
-            .then_with(|| b.totals.requests().cmp(&a.totals.requests()))
-            .then_with(|| a.method.cmp(&b.method))
-    });
+    sort_methods(&mut reports);
     Report {
         generated_at: now,
         max_clients: 0,

@@ -11,7 +11,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use super::report::{ClientReport, FieldReport, MethodReport, Origin, Report, ShareSeries};
+use super::report::{
+    ClientReport, FieldReport, MethodReport, Origin, Report, ShareSeries, sort_clients,
+    sort_fields, sort_methods,
+};
 use super::tracker::{ConversionTotals, Cost, Counts};
 
 impl Report {
@@ -43,13 +46,7 @@ impl Report {
             .into_iter()
             .map(|(_, ms)| merge_method(ms))
             .collect();
-        methods.sort_by(|a, b| {
-            b.totals
-                .json_answers()
-                .cmp(&a.totals.json_answers())
-                .then_with(|| b.totals.requests().cmp(&a.totals.requests()))
-                .then_with(|| a.method.cmp(&b.method))
-        });
+        sort_methods(&mut methods);
         Report {
             generated_at,
             max_clients,
@@ -144,13 +141,7 @@ fn merge_clients(reports: &[MethodReport]) -> Vec<ClientReport> {
             c
         })
         .collect();
-    clients.sort_by(|a, b| {
-        b.counts
-            .json_answers()
-            .cmp(&a.counts.json_answers())
-            .then_with(|| b.counts.requests().cmp(&a.counts.requests()))
-            .then_with(|| a.name.cmp(&b.name))
-    });
+    sort_clients(&mut clients);
     clients
 }
 
@@ -169,12 +160,7 @@ fn merge_fields(reports: &[MethodReport]) -> Vec<FieldReport> {
             None => out.push(f.clone()),
         }
     }
-    out.sort_by(|a, b| {
-        b.drops
-            .cmp(&a.drops)
-            .then_with(|| a.path.cmp(&b.path))
-            .then_with(|| a.number.cmp(&b.number))
-    });
+    sort_fields(&mut out);
     out
 }
 

@@ -200,13 +200,7 @@ impl Tracker {
                         unverified: r.unverified,
                     })
                     .collect();
-                clients.sort_by(|a, b| {
-                    b.counts
-                        .json_answers()
-                        .cmp(&a.counts.json_answers())
-                        .then_with(|| b.counts.requests().cmp(&a.counts.requests()))
-                        .then_with(|| a.name.cmp(&b.name))
-                });
+                sort_clients(&mut clients);
                 let mut unknown_fields: Vec<FieldReport> = st
                     .drops
                     .entries
@@ -219,12 +213,7 @@ impl Tracker {
                         clients: e.clients.sorted(),
                     })
                     .collect();
-                unknown_fields.sort_by(|a, b| {
-                    b.drops
-                        .cmp(&a.drops)
-                        .then_with(|| a.path.cmp(&b.path))
-                        .then_with(|| a.number.cmp(&b.number))
-                });
+                sort_fields(&mut unknown_fields);
                 let json_share = match &st.series {
                     Some(s) => {
                         let (start, points) = s.window(now);
@@ -251,13 +240,7 @@ impl Tracker {
                 });
             },
         );
-        methods.sort_by(|a, b| {
-            b.totals
-                .json_answers()
-                .cmp(&a.totals.json_answers())
-                .then_with(|| b.totals.requests().cmp(&a.totals.requests()))
-                .then_with(|| a.method.cmp(&b.method))
-        });
+        sort_methods(&mut methods);
         Report {
             generated_at: now,
             max_clients: self.max_clients(),
@@ -266,6 +249,38 @@ impl Tracker {
             origin,
         }
     }
+}
+
+/// Methods JSON-heavy first: by JSON answers, then requests, then name.
+pub(super) fn sort_methods(methods: &mut [MethodReport]) {
+    methods.sort_by(|a, b| {
+        b.totals
+            .json_answers()
+            .cmp(&a.totals.json_answers())
+            .then_with(|| b.totals.requests().cmp(&a.totals.requests()))
+            .then_with(|| a.method.cmp(&b.method))
+    });
+}
+
+/// Clients JSON-heavy first: by JSON answers, then requests, then name.
+pub(super) fn sort_clients(clients: &mut [ClientReport]) {
+    clients.sort_by(|a, b| {
+        b.counts
+            .json_answers()
+            .cmp(&a.counts.json_answers())
+            .then_with(|| b.counts.requests().cmp(&a.counts.requests()))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+}
+
+/// Unknown fields most dropped first, then by path and number.
+pub(super) fn sort_fields(fields: &mut [FieldReport]) {
+    fields.sort_by(|a, b| {
+        b.drops
+            .cmp(&a.drops)
+            .then_with(|| a.path.cmp(&b.path))
+            .then_with(|| a.number.cmp(&b.number))
+    });
 }
 
 /// The policy's state for `method` at `now`, if a rule governs it.
