@@ -190,77 +190,27 @@ pub enum ReportFormat {
 /// The path the gateway serves the document on.
 const DOCUMENT_PATH: &str = "/admin/migration.json";
 
-/// `--admin-url`, checked: where to connect and what to ask for.
-#[derive(Debug, Clone)]
-pub struct AdminUrl {
-    /// The host as written, for `Host` (`127.0.0.1:9090`, `[::1]:9090`).
-    pub authority: String,
-    /// The host to resolve, without brackets.
-    pub host: String,
-    pub port: u16,
-    /// The path to the document: `/admin/migration.json` under the URL's path.
-    pub path: String,
-}
-
-impl AdminUrl {
-    /// Where to connect, for edge's `fetch`.
-    pub fn as_http(&self) -> edge::fetch::HttpUrl {
-        edge::fetch::HttpUrl {
-            text: format!("http://{}{}", self.authority, self.path),
-            authority: self.authority.clone(),
-            host: self.host.clone(),
-            port: self.port,
-            path: self.path.clone(),
-        }
-    }
-}
+/// `--admin-url`, checked: where to connect, its `path` the document's.
+pub type AdminUrl = edge::fetch::HttpUrl;
 
 /// Reads `--admin-url`: `http://HOST[:PORT][/PREFIX]` (a URL ending in `/admin/migration` or
 /// `/admin/migration.json` is taken as the document's).
 pub fn parse_admin_url(text: &str) -> Result<AdminUrl, String> {
-    let uri: hyper::Uri = text
-        .parse()
-        .map_err(|e| format!("not a URL ({e}); expected http://HOST[:PORT]"))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(
-                "https is not supported: protogate report speaks plain http:// \
-                        (as the gateway's admin listener does)"
-                    .into(),
-            );
+    let mut url = edge::fetch::HttpUrl::parse(text).map_err(|e| {
+        if e.starts_with("no query") {
+            format!("{e}: --method GLOB asks for methods")
+        } else {
+            e
         }
-        _ => return Err("expected http://HOST[:PORT]".into()),
-    }
-    let authority = uri
-        .authority()
-        .ok_or("expected http://HOST[:PORT]")?
-        .as_str();
-    if authority.contains('@') {
-        return Err("a user name or password in the URL is not supported".into());
-    }
-    if uri.query().is_some() {
-        return Err("no query in the URL: --method GLOB asks for methods".into());
-    }
-    let parsed = uri.authority().ok_or("expected http://HOST[:PORT]")?;
-    let host = parsed.host().trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() {
-        return Err("no host: expected http://HOST[:PORT]".into());
-    }
-    let base = uri.path().trim_end_matches('/');
-    let path = if base.ends_with(DOCUMENT_PATH) {
-        base.to_string()
-    } else if base.ends_with("/admin/migration") {
-        format!("{base}.json")
+    })?;
+    url.path = if url.path.ends_with(DOCUMENT_PATH) {
+        url.path
+    } else if url.path.ends_with("/admin/migration") {
+        format!("{}.json", url.path)
     } else {
-        format!("{base}{DOCUMENT_PATH}")
+        format!("{}{DOCUMENT_PATH}", url.path)
     };
-    Ok(AdminUrl {
-        authority: authority.to_string(),
-        host: host.to_string(),
-        port: parsed.port_u16().unwrap_or(80),
-        path,
-    })
+    Ok(url)
 }
 
 /// Reads `--prometheus`: `http://HOST[:PORT][/PREFIX]`.

@@ -85,7 +85,7 @@ async fn document(
         None => admin.path.clone(),
     };
     let url = format!("http://{}{target}", admin.authority);
-    let answer = edge::fetch::get(&admin.as_http(), &target, AGENT, timeout)
+    let answer = edge::fetch::get(admin, &target, AGENT, timeout)
         .await
         .map_err(|e| anyhow!("{url}: {e}"))?;
     if answer.status != StatusCode::OK {
