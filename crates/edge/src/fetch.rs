@@ -143,6 +143,39 @@ async fn get_now(url: &HttpUrl, target: &str, agent: &str) -> Result<Answer, Str
     })
 }
 
+/// The fleet's migration report from the per-client series in the Prometheus at `url`
+/// (`edge::migration::queries` over `range`, each answer read by `parse_vector`, the
+/// three given to `from_prometheus`): what the page's fleet view and `protogate report
+/// --prometheus` both show. An error says what failed (and which query), without the URL.
+pub async fn fleet_report(
+    url: &HttpUrl,
+    range: Option<&str>,
+    agent: &str,
+    timeout: Duration,
+) -> Result<crate::migration::Report, String> {
+    use crate::migration::{Origin, from_prometheus, parse_vector, queries};
+    let mut answers = Vec::with_capacity(3);
+    for query in queries(range) {
+        let target = format!("{}/api/v1/query?query={}", url.path, query_encode(&query));
+        let answer = get(url, &target, agent, timeout).await?;
+        // Prometheus answers a query it refuses with 400 or 422 and an error in the body.
+        if !matches!(answer.status.as_u16(), 200 | 400 | 422) {
+            return Err(format!("answered {}", answer.status));
+        }
+        answers.push(parse_vector(&answer.body).map_err(|e| format!("{e} (query {query})"))?);
+    }
+    Ok(from_prometheus(
+        &answers[0],
+        &answers[1],
+        &answers[2],
+        std::time::SystemTime::now(),
+        Origin::Prometheus {
+            url: url.text.clone(),
+            range: range.map(str::to_owned),
+        },
+    ))
+}
+
 /// A query parameter's value: RFC 3986's unreserved characters and `*` as they are, every
 /// other byte percent-encoded (`+` too, which a form decoder reads as a space).
 pub fn query_encode(value: &str) -> String {

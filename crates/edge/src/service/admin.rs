@@ -243,30 +243,7 @@ impl Edge {
         glob: Option<&str>,
         now: std::time::SystemTime,
     ) -> Result<crate::migration::Report, String> {
-        use crate::migration::{Origin, from_prometheus, parse_vector, queries, sunset_report};
-        let mut answers = Vec::with_capacity(3);
-        for query in queries(None) {
-            let target = format!(
-                "{}/api/v1/query?query={}",
-                url.path,
-                crate::fetch::query_encode(&query)
-            );
-            let answer = crate::fetch::get(url, &target, FLEET_AGENT, FLEET_TIMEOUT).await?;
-            if answer.status != StatusCode::OK && answer.status != StatusCode::BAD_REQUEST {
-                return Err(format!("answered {}", answer.status));
-            }
-            answers.push(parse_vector(&answer.body)?);
-        }
-        let mut report = from_prometheus(
-            &answers[0],
-            &answers[1],
-            &answers[2],
-            now,
-            Origin::Prometheus {
-                url: url.text.clone(),
-                range: None,
-            },
-        );
+        let mut report = crate::fetch::fleet_report(url, None, FLEET_AGENT, FLEET_TIMEOUT).await?;
         if let Some(glob) = glob {
             let glob = glob.replace('/', ".");
             report
@@ -274,7 +251,7 @@ impl Edge {
                 .retain(|m| crate::migration::glob_match(glob.as_bytes(), m.method.as_bytes()));
         }
         for m in &mut report.methods {
-            m.sunset = sunset_report(&self.sunset, &m.method, now);
+            m.sunset = crate::migration::sunset_report(&self.sunset, &m.method, now);
         }
         Ok(report)
     }

@@ -142,38 +142,9 @@ async fn from_prometheus(
     timeout: std::time::Duration,
 ) -> anyhow::Result<(Value, String)> {
     let url = &prometheus.text;
-    let mut answers = Vec::with_capacity(3);
-    for query in edge::migration::queries(range) {
-        let target = format!(
-            "{}/api/v1/query?query={}",
-            prometheus.path,
-            query_encode(&query)
-        );
-        let answer = edge::fetch::get(prometheus, &target, AGENT, timeout)
-            .await
-            .map_err(|e| anyhow!("{url}: {e}"))?;
-        if !matches!(answer.status.as_u16(), 200 | 400 | 422) {
-            bail!(
-                "{url}: answered {}{}",
-                status_text(answer.status),
-                detail(&answer.body)
-            );
-        }
-        answers.push(
-            edge::migration::parse_vector(&answer.body)
-                .map_err(|e| anyhow!("{url}: {e} (query {query})"))?,
-        );
-    }
-    let report = edge::migration::from_prometheus(
-        &answers[0],
-        &answers[1],
-        &answers[2],
-        std::time::SystemTime::now(),
-        edge::migration::Origin::Prometheus {
-            url: url.clone(),
-            range: range.map(str::to_owned),
-        },
-    );
+    let report = edge::fetch::fleet_report(prometheus, range, AGENT, timeout)
+        .await
+        .map_err(|e| anyhow!("{url}: {e}"))?;
     let source = match range {
         Some(r) => format!("Prometheus {url}, about the last {r}"),
         None => format!("Prometheus {url}, every replica's counts since it started"),
