@@ -105,6 +105,9 @@ pub struct EdgeConfig {
     /// snapshot lacks 503 instead of 404. The binary puts a snapshot without it in force
     /// once the schema is had.
     pub schema_waiting: Option<std::sync::Arc<str>>,
+    /// How JSON answers are rendered (`[json]` and its overrides; default the canonical
+    /// mapping, compact, JSON array streams).
+    pub json: crate::json_options::JsonConfig,
     /// Where the main listener serves the OpenAPI document (`openapi_path`; default
     /// `/openapi.json`; `None`: not served, the path is the rules').
     pub openapi_path: Option<String>,
@@ -156,6 +159,7 @@ impl Default for EdgeConfig {
             process: None,
             schema_waiting: None,
             openapi_path: Some("/openapi.json".to_owned()),
+            json: Default::default(),
         }
     }
 }

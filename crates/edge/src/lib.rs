@@ -40,6 +40,7 @@ pub mod downgrade;
 pub mod error;
 pub mod fetch;
 mod headers;
+pub mod json_options;
 mod media_type;
 pub mod metrics;
 pub mod migration;

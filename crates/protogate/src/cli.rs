@@ -142,6 +142,12 @@ pub struct ConvertArgs {
     /// Print fields at their default value too.
     #[arg(long)]
     pub emit_defaults: bool,
+    /// JSON output prints enum values as numbers.
+    #[arg(long)]
+    pub enum_numbers: bool,
+    /// JSON output indented by N spaces per level (0: compact, the default).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub indent: u8,
     /// Skip unknown JSON / MessagePack keys instead of failing (reported on stderr).
     #[arg(long)]
     pub ignore_unknown_fields: bool,

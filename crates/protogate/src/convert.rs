@@ -26,6 +26,8 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
     let opts = transcode::Options {
         proto_field_names: args.proto_field_names,
         emit_defaults: args.emit_defaults,
+        enum_numbers: args.enum_numbers,
+        indent: args.indent,
         ignore_unknown_fields: args.ignore_unknown_fields,
         ..Default::default()
     };

@@ -168,6 +168,40 @@ pub(crate) fn write(v: &Out, out: &mut Vec<u8>) {
     }
 }
 
+/// Writes a rendered tree as indented JSON (see `crate::indent`), `level` levels deep.
+pub(crate) fn write_indented(v: &Out, out: &mut Vec<u8>, width: u8, level: usize) {
+    use crate::indent::newline;
+    match v {
+        Out::List(items) if !items.is_empty() => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                newline(out, level + 1, width);
+                write_indented(item, out, width, level + 1);
+            }
+            newline(out, level, width);
+            out.push(b']');
+        }
+        Out::Map(entries) if !entries.is_empty() => {
+            out.push(b'{');
+            for (i, (k, item)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                newline(out, level + 1, width);
+                write_str(out, k);
+                out.extend_from_slice(b": ");
+                write_indented(item, out, width, level + 1);
+            }
+            newline(out, level, width);
+            out.push(b'}');
+        }
+        _ => write(v, out),
+    }
+}
+
 /// A float field's value (float32 precision, json_format's digits).
 #[inline]
 pub(crate) fn write_f32(out: &mut Vec<u8>, x: f32) {

@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //! - [`schema`]: load descriptor sets or compile `.proto` text; look methods up by gRPC path.
-//! - `json`: JSON text in and out (the canonical proto3 JSON mapping).
+//! - `json`: JSON text in and out (the canonical proto3 JSON mapping); `indent`: its
+//!   indented layout.
 //! - `msgpack`: MessagePack in and out (the JSON mapping's shape with native integers and
 //!   binary; see the module docs for the exact mapping).
 //! - `encode`: JSON/MessagePack tree → protobuf wire bytes.
@@ -53,6 +54,7 @@ mod direct;
 mod encode;
 mod findings;
 mod format;
+mod indent;
 mod json;
 mod msgpack;
 mod options;

@@ -12,6 +12,10 @@ pub struct Options {
     /// On input, skip keys that name no field (and enum names the schema lacks) instead of
     /// failing; they are reported in [`Findings::ignored_keys`](crate::Findings::ignored_keys).
     pub ignore_unknown_fields: bool,
+    /// JSON output indented by this many spaces per level, laid out as Python's
+    /// `json.dumps(indent=…)` lays it out (what `json_format.MessageToJson` prints); 0
+    /// (default): compact. MessagePack ignores it.
+    pub indent: u8,
     /// Maximum message nesting, counted as json_format counts it (default 100).
     pub max_depth: usize,
 }
@@ -23,6 +27,7 @@ impl Default for Options {
             emit_defaults: false,
             enum_numbers: false,
             ignore_unknown_fields: false,
+            indent: 0,
             max_depth: 100,
         }
     }

@@ -47,6 +47,7 @@ pub fn from_protobuf(
     let mut findings = Findings::default();
     let tree = crate::decode::Renderer::new(opts, &mut findings).message(desc, input, 0)?;
     match to {
+        Format::Json if opts.indent > 0 => crate::json::write_indented(&tree, out, opts.indent, 0),
         Format::Json => crate::json::write(&tree, out),
         Format::Msgpack => crate::msgpack::write(&tree, out),
         Format::Protobuf => unreachable!(),

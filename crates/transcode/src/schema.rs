@@ -278,6 +278,9 @@ impl Schema {
             if crate::direct::from_protobuf(&self.plans, plan, to, input, out, opts, &mut findings)
                 .is_ok()
             {
+                if opts.indent > 0 && to == crate::Format::Json {
+                    crate::indent::reindent_tail(out, start, opts.indent);
+                }
                 return (Ok(findings), true);
             }
             out.truncate(start);

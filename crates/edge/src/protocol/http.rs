@@ -12,11 +12,13 @@ use crate::error::EdgeError;
 use crate::negotiate;
 
 /// negotiate: the plan of a request addressed to `target`, from its Content-Type and
-/// Accept (`strict`: 406 instead of falling back to JSON).
+/// Accept (`strict`: 406 instead of falling back to JSON). A JSON answer stream that Accept
+/// does not frame (no Accept, `*/*`, `application/json`) is framed as `json_stream`.
 pub(super) fn negotiate(
     head: &::http::request::Parts,
     target: Binding<'_, '_>,
     strict: bool,
+    json_stream: Framing,
 ) -> Result<Plan, EdgeError> {
     let method = target.method;
     let content_type = head.headers.get(header::CONTENT_TYPE);
@@ -58,6 +60,10 @@ pub(super) fn negotiate(
             (default, false)
         } else {
             negotiate::response_framing(default, accept, strict, protobuf)?
+        };
+        let framing = match framing {
+            Framing::JsonArray if !raw => json_stream,
+            framing => framing,
         };
         (framing.format(), Some(framing), fallback)
     } else if raw {

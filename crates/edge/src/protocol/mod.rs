@@ -113,15 +113,17 @@ impl Protocol {
     /// How the request is read and answered ([`Plan`]): its format or request-stream
     /// framing, the answer's format or framing, whether JSON was a fallback. For REST/HTTP,
     /// from Content-Type and Accept (`strict`: 406 instead of the JSON fallback) under the
-    /// method's shape and HTTP rule (`target`).
+    /// method's shape and HTTP rule (`target`); `json_stream` is the framing of a JSON
+    /// answer stream whose Accept names none (`[json] stream`).
     pub(crate) fn negotiate(
         self,
         head: &::http::request::Parts,
         target: transcode::rest::Binding<'_, '_>,
         strict: bool,
+        json_stream: Framing,
     ) -> Result<Plan, EdgeError> {
         match self {
-            Protocol::Http => http::negotiate(head, target, strict),
+            Protocol::Http => http::negotiate(head, target, strict, json_stream),
             Protocol::Grpc | Protocol::GrpcWeb { .. } => grpc::negotiate(self, head),
             Protocol::Connect { streaming } => connect::negotiate(streaming, head, target.method),
         }

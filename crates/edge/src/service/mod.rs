@@ -75,7 +75,10 @@ pub struct Edge {
     metrics: Arc<Metrics>,
     downgrades: Arc<DowngradeLog>,
     status: MessageDescriptor,
+    /// Input options (the canonical mapping; both field names accepted).
     transcode: transcode::Options,
+    /// How each method's JSON answers are rendered (`[json]`).
+    json: crate::json_options::Renderings,
     /// The requests and request bytes in flight, under their limits.
     admission: Arc<Admission>,
     /// The method label of requests that name no method.
@@ -464,7 +467,14 @@ impl Edge {
             .transpose()
             .map_err(SetupError::RateLimit)?;
         zero_method_series(&metrics, &schema, &sunset, limiter.is_some());
+        let json = crate::json_options::Renderings::new(
+            &config.json,
+            &schema,
+            config.schema_waiting.is_some(),
+        )
+        .map_err(SetupError::Json)?;
         Ok(Edge {
+            json,
             client_header: auth.as_ref().map_or(crate::auth::CLIENT_HEADER, |a| {
                 a.config().client_header.clone()
             }),

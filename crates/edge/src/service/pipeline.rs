@@ -120,9 +120,12 @@ impl Edge {
         ctx.ticket = Some(ticket);
         self.authenticate(ctx, head, target.method).await?;
         self.rate_limit(ctx, target.method).await?;
-        let mut plan = ctx
-            .protocol
-            .negotiate(head, target, self.config.strict_accept)?;
+        let mut plan = ctx.protocol.negotiate(
+            head,
+            target,
+            self.config.strict_accept,
+            self.json.of(target.method).stream,
+        )?;
         ctx.plan = Some(plan);
         self.json_sunset(ctx, target.method, plan)?;
         plan.deadline = self.deadline(ctx.protocol, head, target.method)?;

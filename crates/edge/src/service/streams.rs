@@ -304,6 +304,7 @@ impl Edge {
             protocol: ctx.protocol,
             fallback: ctx.plan.is_some_and(|p| p.fallback),
             framing,
+            options: self.json.of(target.method).options(Some(framing)).clone(),
             raw,
             first,
             upstream,
@@ -477,6 +478,8 @@ struct StreamState {
     protocol: Protocol,
     fallback: bool,
     framing: Framing,
+    /// What its messages are rendered with (`[json]`, for the framing).
+    options: transcode::Options,
     /// google.api.HttpBody messages (`route` says so): their bytes, unframed.
     raw: bool,
     first: Option<Bytes>,
@@ -592,7 +595,7 @@ impl StreamState {
         };
         let (start, began) = (rendered.len(), Instant::now());
         let findings = binding
-            .response(&edge.schema, to, message, rendered, &edge.transcode)
+            .response(&edge.schema, to, message, rendered, &self.options)
             .map_err(|e| {
                 out.truncate(mark);
                 EdgeError::BadUpstreamAnswer(format!(

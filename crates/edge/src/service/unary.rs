@@ -158,7 +158,13 @@ impl Edge {
         let mut out = Vec::with_capacity(answer.len() * 2);
         let began = Instant::now();
         let mut findings = target
-            .response(&self.schema, to, answer, &mut out, &self.transcode)
+            .response(
+                &self.schema,
+                to,
+                answer,
+                &mut out,
+                self.json.of(target.method).options(None),
+            )
             .map_err(|e| {
                 EdgeError::BadUpstreamAnswer(format!(
                     "the upstream's answer does not render as {}: {e}",

@@ -59,6 +59,13 @@ pub use crate::duration::parse_duration;
 /// client_key = "tls/gateway.key"             #   certificate (mTLS), and the name their
 /// server_name = "shop.internal"              #   certificate must carry (default: the host)
 ///
+/// [json]                                     # how JSON answers are rendered
+/// emit_unpopulated = false                   # true: fields at their defaults too (0, "", [])
+/// use_proto_names = false                    # true: user_id, not userId
+/// enums_as_ints = false                      # true: enum values as numbers
+/// indent = 0                                 # spaces per level; 0: compact
+/// stream = "array"                           # JSON answer streams: "array", "ndjson", "sse"
+///
 /// [cors]                                     # absent: no CORS headers
 /// allow_origins = ["https://app.example.com", "https://*.example.com"]
 /// allow_headers = ["content-type", "authorization"]   # default: the usual request headers
@@ -137,6 +144,10 @@ pub use crate::duration::parse_duration;
 /// reflect = false                            # true: its schema from its server reflection
 ///                                            # ca, client_cert, client_key, server_name
 /// ca = "tls/shop-ca.pem"                     #   here override the top level's
+/// [services."demo.shop.v1.Shop".json]        # [json] keys for this service's answers
+/// use_proto_names = true
+/// [services."demo.shop.v1.Shop.ListOrders".json]  # or one method's (no upstream there)
+/// stream = "ndjson"
 ///
 /// # google.api.http rules for methods whose protos cannot be annotated; a rule here
 /// # replaces the annotations of the method it selects.
@@ -210,6 +221,7 @@ pub struct FileConfig {
     pub readyz_requires: Option<ReadyzRequiresConfig>,
     /// Where the OpenAPI document is served (default `/openapi.json`; `""`: not served).
     pub openapi_path: Option<String>,
+    pub json: Option<JsonFileConfig>,
     pub tls: Option<TlsFileConfig>,
     /// The default TLS settings of `https://` upstreams.
     pub ca: Option<PathBuf>,
@@ -414,11 +426,33 @@ pub struct CustomPatternConfig {
     pub path: String,
 }
 
-/// `[services."pkg.Service"]`: one service's upstream, health checks, schema and TLS.
+/// `[json]`, and `[services.NAME.json]`: how JSON answers are rendered.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonFileConfig {
+    pub emit_unpopulated: Option<bool>,
+    pub use_proto_names: Option<bool>,
+    pub enums_as_ints: Option<bool>,
+    pub indent: Option<u8>,
+    pub stream: Option<JsonStreamConfig>,
+}
+
+/// `[json] stream`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JsonStreamConfig {
+    Array,
+    Ndjson,
+    Sse,
+}
+
+/// `[services."pkg.Service"]`: one service's upstream, health checks, schema, TLS and JSON
+/// rendering; `[services."pkg.Service.Method"]`: one method's JSON rendering.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceConfig {
-    pub upstream: Urls,
+    /// Default: the top level's.
+    pub upstream: Option<Urls>,
     pub health_check: Option<bool>,
     /// This service's schema comes from its upstream's server reflection.
     pub reflect: Option<bool>,
@@ -427,6 +461,7 @@ pub struct ServiceConfig {
     pub client_cert: Option<PathBuf>,
     pub client_key: Option<PathBuf>,
     pub server_name: Option<String>,
+    pub json: Option<JsonFileConfig>,
 }
 
 impl ServiceConfig {

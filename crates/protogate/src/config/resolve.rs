@@ -253,10 +253,16 @@ impl Upstreams {
         };
         for (name, s) in &file.services {
             let own = s.tls();
-            let urls = s
-                .upstream
-                .clone()
-                .into_vec(&format!("services.\"{name}\".upstream"))?;
+            let Some(upstream) = s.upstream.clone() else {
+                // A table for the JSON rendering only: the settings of an upstream need one.
+                if !own.is_empty() || s.health_check.is_some() || s.reflect.is_some() {
+                    return Err(ConfigError(format!(
+                        "services.\"{name}\": ca, client_cert, client_key, server_name, health_check and reflect are settings of its own upstream; it has none (set upstream, or leave them out)"
+                    )));
+                }
+                continue;
+            };
+            let urls = upstream.into_vec(&format!("services.\"{name}\".upstream"))?;
             if !own.is_empty() && !urls.iter().any(|u| u.starts_with("https://")) {
                 return Err(ConfigError(format!(
                     "services.\"{name}\": ca, client_cert, client_key and server_name are for https:// upstreams; its upstream is {urls:?}"
@@ -516,6 +522,7 @@ fn edge_config(
             .map(SunsetFileRule::resolve)
             .collect::<Result<_, _>>()?,
         http_rules,
+        json: tables::json(file)?,
         unknown_query: file
             .unknown_query_parameters
             .map_or(defaults.unknown_query, |u| match u {

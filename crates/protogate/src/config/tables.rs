@@ -1,4 +1,4 @@
-//! The resolved layer's tables: `[cors]`, `[compression]`, `[migration]`, `[[json_sunset]]`,
+//! The resolved layer's tables: `[cors]`, `[compression]`, `[json]`, `[migration]`, `[[json_sunset]]`,
 //! `[[http_rules]]` and `[otel]`, each checked and turned into the edge's (or transcode's)
 //! settings. [`resolve`](super::resolve()) calls them in its fixed order.
 
@@ -9,8 +9,8 @@ use tonic::codegen::http::HeaderName;
 
 use super::ConfigError;
 use super::raw::{
-    CompressionFileConfig, CorsFileConfig, FileConfig, HttpRuleConfig, LevelConfig, OtelFileConfig,
-    SunsetFileRule, duration,
+    CompressionFileConfig, CorsFileConfig, FileConfig, HttpRuleConfig, JsonFileConfig,
+    JsonStreamConfig, LevelConfig, OtelFileConfig, SunsetFileRule, duration,
 };
 
 /// `[otel]` resolved: where spans go.
@@ -21,6 +21,48 @@ pub struct OtelConfig {
     pub service_name: String,
     /// The share of new traces recorded (a client's sampled flag is followed).
     pub sample_ratio: f64,
+}
+
+/// The most spaces per level `indent` takes: deeper layouts only grow answers.
+const MAX_INDENT: u8 = 8;
+
+/// `[json]` and every `[services.NAME.json]`: the JSON rendering and its overrides (which
+/// names are services or methods, the edge checks against the schema).
+pub(super) fn json(file: &FileConfig) -> Result<edge::json_options::JsonConfig, ConfigError> {
+    let settings = |key: &str, t: &JsonFileConfig| {
+        if t.indent.is_some_and(|i| i > MAX_INDENT) {
+            return Err(ConfigError(format!(
+                "{key}.indent: at most {MAX_INDENT} spaces per level (0: compact)"
+            )));
+        }
+        Ok(edge::json_options::JsonSettings {
+            emit_unpopulated: t.emit_unpopulated,
+            use_proto_names: t.use_proto_names,
+            enums_as_ints: t.enums_as_ints,
+            indent: t.indent,
+            stream: t.stream.map(|s| match s {
+                JsonStreamConfig::Array => edge::json_options::JsonStream::Array,
+                JsonStreamConfig::Ndjson => edge::json_options::JsonStream::Ndjson,
+                JsonStreamConfig::Sse => edge::json_options::JsonStream::Sse,
+            }),
+        })
+    };
+    let global = file
+        .json
+        .as_ref()
+        .map(|t| settings("json", t))
+        .transpose()?
+        .unwrap_or_default();
+    let mut overrides = Vec::new();
+    for (name, s) in &file.services {
+        if let Some(t) = &s.json {
+            overrides.push((
+                name.clone(),
+                settings(&format!("services.\"{name}\".json"), t)?,
+            ));
+        }
+    }
+    Ok(edge::json_options::JsonConfig { global, overrides })
 }
 
 /// `[migration]` and `client_id_header`: the migration report's bounds, and the header that

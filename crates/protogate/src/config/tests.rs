@@ -505,6 +505,51 @@ fn openapi_path_is_a_path_or_nothing() {
 }
 
 #[test]
+fn json_rendering_and_its_overrides() {
+    use edge::json_options::{JsonSettings, JsonStream};
+    let json = |toml: &str| {
+        let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+        FileConfig::parse(&text, Path::new("."))
+            .and_then(|file| resolve(args(&[]), file))
+            .map(|r| r.edge.json)
+            .map_err(|e| e.to_string())
+    };
+    let j = json(
+        "[json]\nemit_unpopulated = true\nindent = 2\nstream = \"ndjson\"\n\
+         [services.\"p.S\"]\nupstream = \"http://s:1\"\n[services.\"p.S\".json]\nuse_proto_names = true\n\
+         [services.\"p.S.M\".json]\nenums_as_ints = true\n",
+    )
+    .unwrap();
+    assert_eq!(
+        j.global,
+        JsonSettings {
+            emit_unpopulated: Some(true),
+            indent: Some(2),
+            stream: Some(JsonStream::Ndjson),
+            ..JsonSettings::default()
+        }
+    );
+    assert_eq!(j.overrides.len(), 2);
+    assert_eq!(j.overrides[0].0, "p.S");
+    assert_eq!(j.overrides[0].1.use_proto_names, Some(true));
+    assert_eq!(j.overrides[1].0, "p.S.M");
+    assert_eq!(j.overrides[1].1.enums_as_ints, Some(true));
+    assert!(json("").unwrap().overrides.is_empty());
+
+    let e = json("[json]\nindent = 9").unwrap_err();
+    assert!(e.contains("json.indent") && e.contains("at most 8"), "{e}");
+    let e = json("[json]\nstream = \"lines\"").unwrap_err();
+    assert!(e.contains("stream"), "{e}");
+    let e =
+        json("[services.\"p.S.M\"]\nhealth_check = true\n[services.\"p.S.M\".json]\nindent = 1")
+            .unwrap_err();
+    assert!(
+        e.contains("services.\"p.S.M\"") && e.contains("has none"),
+        "{e}"
+    );
+}
+
+#[test]
 fn exported_clients() {
     let resolved = |toml: &str| {
         let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");

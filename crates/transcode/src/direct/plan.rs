@@ -80,6 +80,12 @@ pub(crate) struct MsgPlan {
     pub(crate) fast: Vec<Fast>,
     /// Fields in declaration order.
     pub(crate) fields: Vec<FieldPlan>,
+    /// The fields without presence (repeated, maps, proto3 singular fields outside oneofs)
+    /// by increasing number, as indexes into `fields`: what [`Options::emit_defaults`]
+    /// prints when the wire data lacks them.
+    ///
+    /// [`Options::emit_defaults`]: crate::Options::emit_defaults
+    pub(crate) implicit: Vec<usize>,
     /// Field index by JSON key (json_name and proto name).
     by_key: HashMap<Box<[u8]>, usize>,
     /// Field index + 1 by field number, for numbers up to `dense.len()`.
@@ -423,6 +429,8 @@ impl MsgPlan {
                 by_tag[((f.number as usize) << 3) | usize::from(wt)] = i as u16 + 1;
             }
         }
+        let mut implicit: Vec<usize> = (0..fields.len()).filter(|&i| !fields[i].presence).collect();
+        implicit.sort_by_key(|&i| fields[i].number);
         MsgPlan {
             desc: desc.clone(),
             special,
@@ -431,6 +439,7 @@ impl MsgPlan {
             fast_shapes,
             fast,
             fields,
+            implicit,
             by_key,
             dense,
             sparse,

@@ -70,7 +70,7 @@ pub(crate) fn render<K: Sink>(
     opts: &Options,
     findings: &mut Findings,
 ) -> R<()> {
-    if opts.emit_defaults || plans.msgs[root].special {
+    if plans.msgs[root].special {
         return Err(Bail);
     }
     let mut r = Renderer {
@@ -109,7 +109,12 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
         // loop that renders a message again after its short loop left: each element is
         // rendered at most twice, however deep. (Nested, each such loop that leaves would
         // double the work of those under it: 2^depth.)
-        if plan.flat && self.depth < self.opts.max_depth && !(plan.flat_lists && self.lists_open) {
+        // The short loop skips defaults; printing them is the general loop's.
+        if plan.flat
+            && self.depth < self.opts.max_depth
+            && !(plan.flat_lists && self.lists_open)
+            && !self.opts.emit_defaults
+        {
             let start = out.len();
             if !plan.flat_lists {
                 if self.flat::<false>(plan, bytes, out, path)? {
@@ -279,9 +284,12 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
             return Err(Bail);
         }
         let names = self.opts.proto_field_names;
+        let defaults = self.opts.emit_defaults;
         let object = self.sink.begin_object(out);
         let mut count = 0usize;
         let mut last_number = 0u32;
+        // With `emit_defaults`: the next of `plan.implicit` not yet printed or seen.
+        let mut implicit = 0usize;
         // The repeated or map field whose run is open, where its container starts once
         // written, and how many elements it has.
         let mut open: Option<usize> = None;
@@ -313,12 +321,15 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
             let field = &plan.fields[fi];
             if open != Some(fi) {
                 if let Some(o) = open.take() {
-                    self.close(&plan.fields[o], container.take(), elems, out);
+                    count += self.close(&plan.fields[o], container.take(), elems, out);
                 }
                 if number <= last_number {
                     return Err(Bail);
                 }
                 last_number = number;
+                if defaults {
+                    count += self.defaults_below(plan, number, &mut implicit, out);
+                }
                 if let Some(o) = field.oneof {
                     if o >= 64 || oneofs & (1 << o) != 0 {
                         return Err(Bail);
@@ -410,7 +421,10 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
             }
         }
         if let Some(o) = open {
-            self.close(&plan.fields[o], container, elems, out);
+            count += self.close(&plan.fields[o], container, elems, out);
+        }
+        if defaults {
+            count += self.defaults_below(plan, u32::MAX, &mut implicit, out);
         }
         self.sink.end_object(out, object, count);
         if !unknown.is_empty() {
@@ -467,7 +481,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                 return Err(Bail);
             }
             let (b, _) = r.len_delimited().map_err(|_| Bail)?;
-            if !field.presence && b.is_empty() {
+            if !field.presence && b.is_empty() && !self.opts.emit_defaults {
                 return Ok(false);
             }
             self.sink.key(out, field, names);
@@ -480,7 +494,7 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
                 return Err(Bail);
             }
             let v = read_scalar(field.op, r).map_err(|_| Bail)?;
-            if !field.presence && is_default(v) {
+            if !field.presence && is_default(v) && !self.opts.emit_defaults {
                 return Ok(false);
             }
             self.sink.key(out, field, names);
@@ -518,13 +532,70 @@ impl<'p, 'i, K: Sink> Renderer<'p, '_, 'i, K> {
         self.sink.element(out);
     }
 
-    /// Ends an open list or map (an empty run wrote nothing, not even its key).
-    fn close(&self, field: &FieldPlan, container: Option<usize>, elems: usize, out: &mut Vec<u8>) {
-        if let Some(mark) = container {
-            if field.card == Card::Map {
-                self.sink.end_map(out, mark, elems);
-            } else {
-                self.sink.end_array(out, mark, elems);
+    /// Ends an open list or map. An empty run (a packed list of no elements) wrote nothing,
+    /// not even its key: with `emit_defaults` it is printed empty, and 1 (the key it wrote)
+    /// is returned.
+    fn close(
+        &self,
+        field: &FieldPlan,
+        container: Option<usize>,
+        elems: usize,
+        out: &mut Vec<u8>,
+    ) -> usize {
+        match container {
+            Some(mark) if field.card == Card::Map => self.sink.end_map(out, mark, elems),
+            Some(mark) => self.sink.end_array(out, mark, elems),
+            None if self.opts.emit_defaults => {
+                self.default_field(field, out);
+                return 1;
+            }
+            None => {}
+        }
+        0
+    }
+
+    /// `emit_defaults`: prints the fields of `plan.implicit` from `*next` on whose numbers
+    /// are below `number`, at their defaults (the wire data lacked them), and steps over the
+    /// one numbered `number` (the field the wire data has next). Returns the keys written.
+    #[cold]
+    fn defaults_below(
+        &self,
+        plan: &MsgPlan,
+        number: u32,
+        next: &mut usize,
+        out: &mut Vec<u8>,
+    ) -> usize {
+        let mut written = 0;
+        while let Some(&fi) = plan.implicit.get(*next) {
+            let field = &plan.fields[fi];
+            if field.number >= number {
+                if field.number == number {
+                    *next += 1;
+                }
+                break;
+            }
+            self.default_field(field, out);
+            written += 1;
+            *next += 1;
+        }
+        written
+    }
+
+    /// A field without presence at its default: `[]`, `{}`, or its kind's zero value.
+    fn default_field(&self, field: &FieldPlan, out: &mut Vec<u8>) {
+        self.sink.key(out, field, self.opts.proto_field_names);
+        match field.card {
+            Card::List => {
+                let mark = self.sink.begin_array(out);
+                self.sink.end_array(out, mark, 0);
+            }
+            Card::Map => {
+                let mark = self.sink.begin_map(out);
+                self.sink.end_map(out, mark, 0);
+            }
+            Card::Single => {
+                self.sink
+                    .value(out, field, default_val(&field.kind), self.opts.enum_numbers)
             }
         }
     }

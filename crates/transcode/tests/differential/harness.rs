@@ -510,7 +510,7 @@ impl<'s> Harness<'s> {
     }
 }
 
-pub fn option_variants() -> [(&'static str, Options); 4] {
+pub fn option_variants() -> [(&'static str, Options); 5] {
     let d = Options::default();
     [
         ("default", d.clone()),
@@ -532,6 +532,14 @@ pub fn option_variants() -> [(&'static str, Options); 4] {
             "enum-numbers",
             Options {
                 enum_numbers: true,
+                ..d.clone()
+            },
+        ),
+        (
+            "indented",
+            Options {
+                indent: 2,
+                emit_defaults: true,
                 ..d
             },
         ),
