@@ -16,6 +16,7 @@ mod cors;
 mod gateway;
 mod grpc_clients;
 mod grpcgw_diff;
+mod json_options;
 mod limits;
 mod observability;
 mod openapi;
