@@ -105,6 +105,15 @@ pub struct EdgeConfig {
     /// snapshot lacks 503 instead of 404. The binary puts a snapshot without it in force
     /// once the schema is had.
     pub schema_waiting: Option<std::sync::Arc<str>>,
+    /// Client headers sent upstream as metadata besides the fixed ones (REST/HTTP calls;
+    /// `forward_headers`; default none).
+    pub forward_headers: crate::forwarding::HeaderPatterns,
+    /// Upstream metadata answered to REST/HTTP clients under its own name rather than as
+    /// `grpc-metadata-*` (`forward_response_headers`; default none).
+    pub forward_response_headers: crate::forwarding::HeaderPatterns,
+    /// Peers whose `X-Forwarded-*` are believed, and through which the client's address is
+    /// read from `X-Forwarded-For` (`trusted_proxies`; default none).
+    pub trusted_proxies: crate::forwarding::TrustedProxies,
     /// How JSON answers are rendered (`[json]` and its overrides; default the canonical
     /// mapping, compact, JSON array streams).
     pub json: crate::json_options::JsonConfig,
@@ -160,6 +169,9 @@ impl Default for EdgeConfig {
             schema_waiting: None,
             openapi_path: Some("/openapi.json".to_owned()),
             json: Default::default(),
+            forward_headers: Default::default(),
+            forward_response_headers: Default::default(),
+            trusted_proxies: Default::default(),
         }
     }
 }

@@ -242,15 +242,21 @@ pub(crate) fn unindexed(id: &HeaderValue) -> HeaderValue {
     id
 }
 
-/// Upstream metadata (headers and trailers) as `grpc-metadata-*` response headers.
-pub(crate) fn metadata_headers(metadata: &HeaderMap) -> HeaderMap {
+/// Upstream metadata (headers and trailers) as `grpc-metadata-*` response headers, the names
+/// `forward` matches (`forward_response_headers`) as they are.
+pub(crate) fn metadata_headers(
+    metadata: &HeaderMap,
+    forward: &crate::forwarding::HeaderPatterns,
+) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, value) in metadata {
         let n = name.as_str();
         if is_reserved_metadata(n) {
             continue;
         }
-        if let Ok(key) = HeaderName::from_bytes(format!("grpc-metadata-{n}").as_bytes()) {
+        if forward.matches(name) {
+            out.append(name.clone(), value.clone());
+        } else if let Ok(key) = HeaderName::from_bytes(format!("grpc-metadata-{n}").as_bytes()) {
             out.append(key, value.clone());
         }
     }
@@ -327,7 +333,7 @@ mod tests {
         up.insert("content-type", HeaderValue::from_static("application/grpc"));
         up.insert("grpc-status", HeaderValue::from_static("0"));
         up.insert("x-trace", HeaderValue::from_static("t"));
-        let back = metadata_headers(&up);
+        let back = metadata_headers(&up, &Default::default());
         assert_eq!(back.len(), 1);
         assert_eq!(back.get("grpc-metadata-x-trace").unwrap(), "t");
     }

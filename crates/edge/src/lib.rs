@@ -39,6 +39,7 @@ pub mod cors;
 pub mod downgrade;
 pub mod error;
 pub mod fetch;
+pub mod forwarding;
 mod headers;
 pub mod json_options;
 mod media_type;

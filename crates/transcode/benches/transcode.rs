@@ -108,6 +108,19 @@ fn bench(c: &mut Criterion) {
                     .expect("renders")
             })
         });
+        // `[json] emit_unpopulated`: the general loop, every field without presence printed.
+        let defaults = Options {
+            emit_defaults: true,
+            ..Options::default()
+        };
+        g.bench_function("protobuf -> json (direct, emit_unpopulated)", |b| {
+            b.iter(|| {
+                out.clear();
+                schema
+                    .from_protobuf(&desc, Format::Json, black_box(&pb), &mut out, &defaults)
+                    .expect("renders")
+            })
+        });
         g.bench_function("protobuf -> json (reference)", |b| {
             b.iter(|| {
                 out.clear();

@@ -210,11 +210,15 @@ impl Protocol {
     }
 
     /// The upstream's metadata (headers and trailers) as a converted answer's headers:
-    /// `grpc-metadata-*` (Connect: as they came).
-    pub fn answer_metadata(self, metadata: &HeaderMap) -> HeaderMap {
+    /// `grpc-metadata-*`, those `forward` names as they came (Connect: all as they came).
+    pub fn answer_metadata(
+        self,
+        metadata: &HeaderMap,
+        forward: &crate::forwarding::HeaderPatterns,
+    ) -> HeaderMap {
         match self {
             Protocol::Connect { .. } => connect::answer_metadata(metadata),
-            _ => headers::metadata_headers(metadata),
+            _ => headers::metadata_headers(metadata, forward),
         }
     }
 
@@ -250,8 +254,9 @@ impl Protocol {
     /// An error answer. REST/HTTP: `status` (google.rpc.Status, already rendered in
     /// `format`) as the body, the HTTP status of the error's code, `grpc-status` and
     /// `grpc-message` headers, and what the error itself adds (`Allow`, `Retry-After`, the
-    /// upstream's metadata). gRPC and gRPC-Web: a trailers-only answer (`grpc::error_answer`).
-    /// Connect: its error JSON, or a stream's end-of-stream message (`connect::error_answer`).
+    /// upstream's metadata, `forward` naming what goes as plain headers). gRPC and gRPC-Web:
+    /// a trailers-only answer (`grpc::error_answer`). Connect: its error JSON, or a stream's
+    /// end-of-stream message (`connect::error_answer`).
     pub fn error_answer(
         self,
         version: ::http::Version,
@@ -259,6 +264,7 @@ impl Protocol {
         err: &EdgeError,
         format: Format,
         status: Bytes,
+        forward: &crate::forwarding::HeaderPatterns,
     ) -> Response<ResponseBody> {
         if self.relays() {
             return grpc::error_answer(self, version, err, self.code_of(err), status);
@@ -277,7 +283,7 @@ impl Protocol {
                 }
             }
             EdgeError::Upstream(u) => {
-                headers.extend(self.answer_metadata(&u.metadata));
+                headers.extend(self.answer_metadata(&u.metadata, forward));
             }
             _ => {}
         }

@@ -179,8 +179,11 @@ struct RequestCtx<'a> {
     caller: Caller<'a>,
     /// What `[auth]` verified of the request's credentials (the claims it forwards).
     verified: Option<Arc<crate::auth::Verified>>,
-    /// The client's address, when the listener gave it.
+    /// The client's address, when the listener gave it: the connection's peer, or with
+    /// `trusted_proxies` the first untrusted address of `X-Forwarded-For` behind it.
     peer: Option<std::net::IpAddr>,
+    /// The connection's peer itself (`X-Forwarded-For`'s last hop).
+    connection_peer: Option<std::net::IpAddr>,
     /// A streamed answer's final gRPC code, set by the stream when it ends.
     stream_end: Option<Arc<StreamEnd>>,
     /// The request's share of the limits (once admitted); the answer's body keeps it.
@@ -216,6 +219,7 @@ impl Edge {
             caller: self.identify(head),
             verified: None,
             peer: None,
+            connection_peer: None,
             stream_end: None,
             ticket: None,
             upstream_latency: None,
@@ -260,6 +264,27 @@ impl RequestCtx<'_> {
         let mut metadata = self
             .protocol
             .upstream_metadata(&self.head.headers, self.made_request_id.as_ref())?;
+        let config = &edge.config;
+        if self.protocol == Protocol::Http && !config.forward_headers.is_empty() {
+            for (name, value) in &self.head.headers {
+                if config.forward_headers.matches(name) && !metadata.contains_key(name) {
+                    metadata.append(name.clone(), value.clone());
+                }
+            }
+        }
+        crate::forwarding::put_forwarded(
+            &mut metadata,
+            &self.head.headers,
+            self.head.uri.authority().map(|a| a.as_str()).or_else(|| {
+                self.head
+                    .headers
+                    .get(http::header::HOST)
+                    .and_then(|h| h.to_str().ok())
+            }),
+            self.connection_peer,
+            config.tls.is_some(),
+            &config.trusted_proxies,
+        );
         edge.put_identity(self, &mut metadata);
         self.start_call_span(&edge.upstreams, &mut metadata);
         Ok(metadata)

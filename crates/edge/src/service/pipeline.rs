@@ -73,7 +73,13 @@ impl Edge {
         let (head, body) = req.into_parts();
         let had_body = !body.is_end_stream();
         let mut ctx = self.begin(&head);
-        ctx.peer = peer;
+        ctx.connection_peer = peer;
+        ctx.peer = match peer {
+            Some(p) if !self.config.trusted_proxies.is_empty() => {
+                Some(self.config.trusted_proxies.client(&head.headers, p))
+            }
+            peer => peer,
+        };
         let answer = self.steps(&mut ctx, &head, body).await;
         self.finish(ctx, answer, had_body)
     }

@@ -56,6 +56,7 @@ impl Edge {
             err,
             format,
             body,
+            &self.config.forward_response_headers,
         )
     }
 

@@ -153,7 +153,10 @@ impl Edge {
         let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
         response
             .headers_mut()
-            .extend(ctx.protocol.answer_metadata(&answer.metadata));
+            .extend(ctx.protocol.answer_metadata(
+                &answer.metadata,
+                &self.config.forward_response_headers,
+            ));
         // A protocol whose every stream answers in frames (Connect's streaming protocol):
         // the one message framed, then the stream's end.
         if let Some(framing) = plan.out_framing {
@@ -340,7 +343,10 @@ impl Edge {
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, content_type);
         ctx.protocol.stream_headers(ctx.head, headers);
-        headers.extend(ctx.protocol.answer_metadata(&metadata));
+        headers.extend(
+            ctx.protocol
+                .answer_metadata(&metadata, &self.config.forward_response_headers),
+        );
         Ok(response)
     }
 }

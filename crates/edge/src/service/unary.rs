@@ -127,7 +127,10 @@ impl Edge {
         let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
         response
             .headers_mut()
-            .extend(ctx.protocol.answer_metadata(&answer.metadata));
+            .extend(ctx.protocol.answer_metadata(
+                &answer.metadata,
+                &self.config.forward_response_headers,
+            ));
         Ok(response)
     }
 

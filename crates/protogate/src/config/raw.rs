@@ -53,6 +53,9 @@ pub use crate::duration::parse_duration;
 /// unknown_query_parameters = "reject"        # or "ignore"
 /// readyz_requires = "none"                   # or "any-upstream", "all-upstreams"
 /// openapi_path = "/openapi.json"             # where the OpenAPI document is; "" for nowhere
+/// forward_headers = ["x-tenant", "x-feature-*"]   # client headers sent upstream (REST)
+/// forward_response_headers = ["x-ratelimit-*"]    # upstream metadata answered as is (REST)
+/// trusted_proxies = ["10.0.0.0/8"]           # whose X-Forwarded-* are believed
 ///
 /// ca = "tls/upstream-ca.pem"                 # https:// upstreams: their CA (default: the
 /// client_cert = "tls/gateway.pem"            #   system's roots), the gateway's client
@@ -222,6 +225,12 @@ pub struct FileConfig {
     /// Where the OpenAPI document is served (default `/openapi.json`; `""`: not served).
     pub openapi_path: Option<String>,
     pub json: Option<JsonFileConfig>,
+    #[serde(default)]
+    pub forward_headers: Vec<String>,
+    #[serde(default)]
+    pub forward_response_headers: Vec<String>,
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
     pub tls: Option<TlsFileConfig>,
     /// The default TLS settings of `https://` upstreams.
     pub ca: Option<PathBuf>,

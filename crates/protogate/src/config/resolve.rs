@@ -523,6 +523,18 @@ fn edge_config(
             .collect::<Result<_, _>>()?,
         http_rules,
         json: tables::json(file)?,
+        forward_headers: edge::forwarding::HeaderPatterns::parse(
+            "forward_headers",
+            &file.forward_headers,
+        )
+        .map_err(ConfigError)?,
+        forward_response_headers: edge::forwarding::HeaderPatterns::parse(
+            "forward_response_headers",
+            &file.forward_response_headers,
+        )
+        .map_err(ConfigError)?,
+        trusted_proxies: edge::forwarding::TrustedProxies::parse(&file.trusted_proxies)
+            .map_err(ConfigError)?,
         unknown_query: file
             .unknown_query_parameters
             .map_or(defaults.unknown_query, |u| match u {

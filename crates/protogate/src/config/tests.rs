@@ -550,6 +550,36 @@ fn json_rendering_and_its_overrides() {
 }
 
 #[test]
+fn forwarding_lists_and_trusted_proxies() {
+    let resolved = |toml: &str| {
+        let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+        FileConfig::parse(&text, Path::new("."))
+            .and_then(|file| resolve(args(&[]), file))
+            .map(|r| r.edge)
+            .map_err(|e| e.to_string())
+    };
+    let edge = resolved(
+        "forward_headers = [\"X-Tenant\", \"x-feature-*\"]\nforward_response_headers = [\"x-ratelimit-*\"]\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]",
+    )
+    .unwrap();
+    assert!(edge.forward_headers.matches(&"x-tenant".parse().unwrap()));
+    assert!(edge.forward_headers.matches(&"x-feature-b".parse().unwrap()));
+    assert!(edge
+        .forward_response_headers
+        .matches(&"x-ratelimit-left".parse().unwrap()));
+    assert!(!edge.trusted_proxies.is_empty());
+    for (toml, key) in [
+        ("forward_headers = [\"host\"]", "forward_headers"),
+        ("forward_response_headers = [\"grpc-*\"]", "forward_response_headers"),
+        ("forward_headers = [\"connection\"]", "forward_headers"),
+        ("trusted_proxies = [\"10.0.0.0/40\"]", "trusted_proxies"),
+    ] {
+        let e = resolved(toml).unwrap_err();
+        assert!(e.starts_with(key), "{toml}: {e}");
+    }
+}
+
+#[test]
 fn exported_clients() {
     let resolved = |toml: &str| {
         let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
