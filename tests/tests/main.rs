@@ -13,6 +13,7 @@ mod compression;
 mod connect;
 mod connections;
 mod cors;
+mod forwarding;
 mod gateway;
 mod grpc_clients;
 mod grpcgw_diff;

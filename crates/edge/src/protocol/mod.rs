@@ -256,16 +256,16 @@ impl Protocol {
     /// `grpc-message` headers, and what the error itself adds (`Allow`, `Retry-After`, the
     /// upstream's metadata, `forward` naming what goes as plain headers). gRPC and gRPC-Web:
     /// a trailers-only answer (`grpc::error_answer`). Connect: its error JSON, or a stream's
-    /// end-of-stream message (`connect::error_answer`).
+    /// end-of-stream message (`connect::error_answer`). `head`: the request's.
     pub fn error_answer(
         self,
-        version: ::http::Version,
-        content_type: Option<&HeaderValue>,
+        head: &::http::request::Parts,
         err: &EdgeError,
         format: Format,
         status: Bytes,
         forward: &crate::forwarding::HeaderPatterns,
     ) -> Response<ResponseBody> {
+        let (version, content_type) = (head.version, head.headers.get(header::CONTENT_TYPE));
         if self.relays() {
             return grpc::error_answer(self, version, err, self.code_of(err), status);
         }

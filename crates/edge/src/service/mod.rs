@@ -272,19 +272,21 @@ impl RequestCtx<'_> {
                 }
             }
         }
-        crate::forwarding::put_forwarded(
-            &mut metadata,
-            &self.head.headers,
-            self.head.uri.authority().map(|a| a.as_str()).or_else(|| {
-                self.head
-                    .headers
-                    .get(http::header::HOST)
-                    .and_then(|h| h.to_str().ok())
-            }),
-            self.connection_peer,
-            config.tls.is_some(),
-            &config.trusted_proxies,
-        );
+        if config.forward_headers.x_forwarded() || !config.trusted_proxies.is_empty() {
+            crate::forwarding::put_forwarded(
+                &mut metadata,
+                &self.head.headers,
+                self.head.uri.authority().map(|a| a.as_str()).or_else(|| {
+                    self.head
+                        .headers
+                        .get(http::header::HOST)
+                        .and_then(|h| h.to_str().ok())
+                }),
+                self.connection_peer,
+                config.tls.is_some(),
+                &config.trusted_proxies,
+            );
+        }
         edge.put_identity(self, &mut metadata);
         self.start_call_span(&edge.upstreams, &mut metadata);
         Ok(metadata)

@@ -51,8 +51,7 @@ impl Edge {
             self.note_downgrades(&of, format, &findings, true);
         }
         ctx.protocol.error_answer(
-            ctx.head.version,
-            ctx.head.headers.get(header::CONTENT_TYPE),
+            ctx.head,
             err,
             format,
             body,

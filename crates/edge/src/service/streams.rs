@@ -151,12 +151,10 @@ impl Edge {
         ctx.upstream_latency = Some(latency);
         let (answer, _) = answer?;
         let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
-        response
-            .headers_mut()
-            .extend(ctx.protocol.answer_metadata(
-                &answer.metadata,
-                &self.config.forward_response_headers,
-            ));
+        response.headers_mut().extend(
+            ctx.protocol
+                .answer_metadata(&answer.metadata, &self.config.forward_response_headers),
+        );
         // A protocol whose every stream answers in frames (Connect's streaming protocol):
         // the one message framed, then the stream's end.
         if let Some(framing) = plan.out_framing {

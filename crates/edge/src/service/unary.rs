@@ -125,12 +125,10 @@ impl Edge {
         });
         let (answer, _) = answer?;
         let mut response = self.encode_response(ctx, target, plan, &answer.body)?;
-        response
-            .headers_mut()
-            .extend(ctx.protocol.answer_metadata(
-                &answer.metadata,
-                &self.config.forward_response_headers,
-            ));
+        response.headers_mut().extend(
+            ctx.protocol
+                .answer_metadata(&answer.metadata, &self.config.forward_response_headers),
+        );
         Ok(response)
     }
 

@@ -563,14 +563,21 @@ fn forwarding_lists_and_trusted_proxies() {
     )
     .unwrap();
     assert!(edge.forward_headers.matches(&"x-tenant".parse().unwrap()));
-    assert!(edge.forward_headers.matches(&"x-feature-b".parse().unwrap()));
-    assert!(edge
-        .forward_response_headers
-        .matches(&"x-ratelimit-left".parse().unwrap()));
+    assert!(
+        edge.forward_headers
+            .matches(&"x-feature-b".parse().unwrap())
+    );
+    assert!(
+        edge.forward_response_headers
+            .matches(&"x-ratelimit-left".parse().unwrap())
+    );
     assert!(!edge.trusted_proxies.is_empty());
     for (toml, key) in [
         ("forward_headers = [\"host\"]", "forward_headers"),
-        ("forward_response_headers = [\"grpc-*\"]", "forward_response_headers"),
+        (
+            "forward_response_headers = [\"grpc-*\"]",
+            "forward_response_headers",
+        ),
         ("forward_headers = [\"connection\"]", "forward_headers"),
         ("trusted_proxies = [\"10.0.0.0/40\"]", "trusted_proxies"),
     ] {
