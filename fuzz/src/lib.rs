@@ -140,7 +140,7 @@ pub fn message_index(full_name: &str, v2: bool) -> Option<u8> {
 }
 
 /// The options byte: bit 0 proto field names, bit 1 emit defaults, bit 2 enum numbers, bit 3
-/// ignore unknown fields; the high nibble, when not 0, a small `max_depth` (1-15) instead of
+/// ignore unknown fields (input) and indent 2 (output); the high nibble, when not 0, a small `max_depth` (1-15) instead of
 /// the default 100.
 pub fn options(b: u8) -> Options {
     Options {
@@ -148,6 +148,7 @@ pub fn options(b: u8) -> Options {
         emit_defaults: b & 2 != 0,
         enum_numbers: b & 4 != 0,
         ignore_unknown_fields: b & 8 != 0,
+        indent: if b & 8 != 0 { 2 } else { 0 },
         max_depth: match b >> 4 {
             0 => Options::default().max_depth,
             n => n as usize,
