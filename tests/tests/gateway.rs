@@ -689,7 +689,7 @@ async fn metadata_travels_both_ways() {
 }
 
 /// A `grpc-timeout` value: at most 8 digits and a unit (gRPC over HTTP/2, "Timeout").
-fn grpc_timeout(value: &str) -> Duration {
+pub(crate) fn grpc_timeout(value: &str) -> Duration {
     let (digits, unit) = value.split_at(value.len().saturating_sub(1));
     assert!(
         (1..=8).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit()),

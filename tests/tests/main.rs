@@ -28,6 +28,7 @@ mod reload;
 mod rest;
 mod shedding;
 mod streams;
+mod timeouts;
 mod tls;
 mod upstream;
 mod upstream_status;

@@ -114,6 +114,10 @@ pub struct EdgeConfig {
     /// Peers whose `X-Forwarded-*` are believed, and through which the client's address is
     /// read from `X-Forwarded-For` (`trusted_proxies`; default none).
     pub trusted_proxies: crate::forwarding::TrustedProxies,
+    /// Caps of the upstream deadline by service (`pkg.Service`) or method
+    /// (`pkg.Service.Method`), over `upstream_timeout` (`[services."…"] timeout`; a method's
+    /// wins over its service's).
+    pub timeouts: Vec<(String, Duration)>,
     /// How JSON answers are rendered (`[json]` and its overrides; default the canonical
     /// mapping, compact, JSON array streams).
     pub json: crate::json_options::JsonConfig,
@@ -169,6 +173,7 @@ impl Default for EdgeConfig {
             schema_waiting: None,
             openapi_path: Some("/openapi.json".to_owned()),
             json: Default::default(),
+            timeouts: Vec::new(),
             forward_headers: Default::default(),
             forward_response_headers: Default::default(),
             trusted_proxies: Default::default(),

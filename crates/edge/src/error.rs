@@ -320,7 +320,7 @@ pub enum SetupError {
     Sunset(crate::migration::PolicyError),
     /// `[rate_limit] redis` cannot be used, and why.
     RateLimit(String),
-    /// A `[json]` override that names nothing in the schema.
+    /// A `[services."…"]` override (`json`, `timeout`) that names nothing in the schema.
     Json(String),
 }
 

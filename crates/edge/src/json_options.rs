@@ -2,14 +2,13 @@
 //! names, enum numbers, indentation, and the framing of a JSON answer stream — for the whole
 //! gateway, with overrides per service and per method (`[services."pkg.Svc".json]`,
 //! `[services."pkg.Svc.Method".json]`). Resolved once per snapshot into a table by method
-//! ([`Renderings`]); a request takes its method's entry. Input never depends on these: both
+//! (`Renderings`); a request takes its method's entry. Input never depends on these: both
 //! field names, enum names and numbers are always accepted.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
 use transcode::stream::Framing;
-use transcode::{Method, Options, Schema};
+use transcode::{Options, Schema};
+
+use crate::per_method::PerMethod;
 
 /// The framing of a JSON answer stream when Accept does not name one (`stream`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,72 +104,31 @@ impl Rendering {
     }
 }
 
-/// Every method's [`Rendering`]: one for all but the methods an override reaches.
-pub(crate) struct Renderings {
-    default: Rendering,
-    /// By method path (`/pkg.Service/Method`); empty without overrides (no lookup then).
-    by_method: HashMap<Arc<str>, Rendering>,
-}
+/// Every method's [`Rendering`].
+pub(crate) type Renderings = PerMethod<Rendering>;
 
-impl Renderings {
-    /// The table of `config` over `schema`. An override naming neither a service nor a
-    /// method of the schema is an error naming it (unless `lenient`: the schema is not
-    /// loaded yet).
-    pub(crate) fn new(
-        config: &JsonConfig,
-        schema: &Schema,
-        lenient: bool,
-    ) -> Result<Renderings, String> {
-        for (name, _) in &config.overrides {
-            let known = schema.methods().any(|m| {
-                &*m.service == name
-                    || (name.len() == m.full_name.len()
-                        && name.starts_with(&*m.service)
-                        && name.as_bytes()[m.service.len()] == b'.'
-                        && name[m.service.len() + 1..] == m.full_name[m.service.len() + 1..])
-            });
-            if !known && !lenient {
-                return Err(format!(
-                    "services.\"{name}\".json: the schema has no service or method {name} (a method is named pkg.Service.Method)"
-                ));
-            }
-        }
-        let mut by_method = HashMap::new();
-        if !config.overrides.is_empty() {
-            for m in schema.methods() {
-                let dotted = m.full_name.replacen('/', ".", 1);
-                let of = |key: &str| {
-                    config
-                        .overrides
-                        .iter()
-                        .find(|(n, _)| n == key)
-                        .map(|(_, s)| *s)
-                };
-                let (service, method) = (of(&m.service), of(&dotted));
-                if service.is_none() && method.is_none() {
-                    continue;
-                }
-                let settings = method
+/// The table of `config` over `schema` (`lenient`: the schema is not loaded yet, names are
+/// not checked).
+pub(crate) fn renderings(
+    config: &JsonConfig,
+    schema: &Schema,
+    lenient: bool,
+) -> Result<Renderings, String> {
+    PerMethod::new(
+        Rendering::new(config.global),
+        &config.overrides,
+        schema,
+        lenient,
+        ".json",
+        |method, service| {
+            Rendering::new(
+                method
                     .unwrap_or_default()
                     .over(service.unwrap_or_default())
-                    .over(config.global);
-                by_method.insert(m.path.clone(), Rendering::new(settings));
-            }
-        }
-        Ok(Renderings {
-            default: Rendering::new(config.global),
-            by_method,
-        })
-    }
-
-    /// `method`'s rendering: without overrides, the global one with no lookup.
-    #[inline]
-    pub(crate) fn of(&self, method: &Method) -> &Rendering {
-        if self.by_method.is_empty() {
-            return &self.default;
-        }
-        self.by_method.get(&method.path).unwrap_or(&self.default)
-    }
+                    .over(config.global),
+            )
+        },
+    )
 }
 
 #[cfg(test)]
@@ -218,7 +176,7 @@ mod tests {
                 ),
             ],
         };
-        let r = Renderings::new(&config, &schema, false).unwrap();
+        let r = renderings(&config, &schema, false).unwrap();
         let of = |path: &str| r.of(schema.method(path).unwrap());
         let a = of("/p.S/A");
         assert!(a.whole.proto_field_names && !a.whole.emit_defaults && !a.whole.enum_numbers);
@@ -242,9 +200,9 @@ mod tests {
                 overrides: vec![(bad.to_owned(), JsonSettings::default())],
                 ..JsonConfig::default()
             };
-            let e = Renderings::new(&config, &schema, false).err().unwrap();
+            let e = renderings(&config, &schema, false).err().unwrap();
             assert!(e.contains(bad), "{e}");
-            assert!(Renderings::new(&config, &schema, true).is_ok());
+            assert!(renderings(&config, &schema, true).is_ok());
         }
     }
 }

@@ -46,6 +46,7 @@ mod media_type;
 pub mod metrics;
 pub mod migration;
 pub mod negotiate;
+mod per_method;
 pub mod protocol;
 pub mod rate_limit;
 mod reserved;

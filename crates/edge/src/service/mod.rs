@@ -79,6 +79,8 @@ pub struct Edge {
     transcode: transcode::Options,
     /// How each method's JSON answers are rendered (`[json]`).
     json: crate::json_options::Renderings,
+    /// Each method's cap of the upstream deadline (`upstream_timeout`, `timeout`).
+    timeouts: crate::per_method::PerMethod<Duration>,
     /// The requests and request bytes in flight, under their limits.
     admission: Arc<Admission>,
     /// The method label of requests that name no method.
@@ -494,14 +496,21 @@ impl Edge {
             .transpose()
             .map_err(SetupError::RateLimit)?;
         zero_method_series(&metrics, &schema, &sunset, limiter.is_some());
-        let json = crate::json_options::Renderings::new(
-            &config.json,
+        let json =
+            crate::json_options::renderings(&config.json, &schema, config.schema_waiting.is_some())
+                .map_err(SetupError::Json)?;
+        let timeouts = crate::per_method::PerMethod::new(
+            config.upstream_timeout,
+            &config.timeouts,
             &schema,
             config.schema_waiting.is_some(),
+            ".timeout",
+            |method, service| method.or(service).unwrap_or(config.upstream_timeout),
         )
         .map_err(SetupError::Json)?;
         Ok(Edge {
             json,
+            timeouts,
             client_header: auth.as_ref().map_or(crate::auth::CLIENT_HEADER, |a| {
                 a.config().client_header.clone()
             }),

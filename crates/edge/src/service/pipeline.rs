@@ -151,8 +151,9 @@ impl Edge {
     }
 
     /// The plan's deadline, read once the formats are known (a malformed deadline header is
-    /// answered in them). One answer: the client's deadline capped by `upstream_timeout`. A
-    /// response stream lasts as long as it lasts: only the client's own.
+    /// answered in them). One answer: the client's deadline capped by the method's `timeout`
+    /// (default `upstream_timeout`). A response stream lasts as long as it lasts: only the
+    /// client's own.
     fn deadline(
         &self,
         protocol: Protocol,
@@ -166,7 +167,7 @@ impl Edge {
         ) {
             return Ok(client);
         }
-        let cap = self.config.upstream_timeout;
+        let cap = *self.timeouts.of(method);
         Ok(Some(client.map_or(cap, |t| t.min(cap))))
     }
 

@@ -147,9 +147,12 @@ pub use crate::duration::parse_duration;
 /// reflect = false                            # true: its schema from its server reflection
 ///                                            # ca, client_cert, client_key, server_name
 /// ca = "tls/shop-ca.pem"                     #   here override the top level's
+/// timeout = "10s"                            # its calls' deadline cap (over upstream_timeout)
 /// [services."demo.shop.v1.Shop".json]        # [json] keys for this service's answers
 /// use_proto_names = true
-/// [services."demo.shop.v1.Shop.ListOrders".json]  # or one method's (no upstream there)
+/// [services."demo.shop.v1.Shop.ListOrders"]  # one method's: timeout and json only
+/// timeout = "2s"
+/// [services."demo.shop.v1.Shop.ListOrders".json]
 /// stream = "ndjson"
 ///
 /// # google.api.http rules for methods whose protos cannot be annotated; a rule here
@@ -470,6 +473,8 @@ pub struct ServiceConfig {
     pub client_cert: Option<PathBuf>,
     pub client_key: Option<PathBuf>,
     pub server_name: Option<String>,
+    /// Cap of the upstream deadline of its calls (default `upstream_timeout`).
+    pub timeout: Option<String>,
     pub json: Option<JsonFileConfig>,
 }
 

@@ -254,7 +254,8 @@ impl Upstreams {
         for (name, s) in &file.services {
             let own = s.tls();
             let Some(upstream) = s.upstream.clone() else {
-                // A table for the JSON rendering only: the settings of an upstream need one.
+                // A table for the JSON rendering or the timeout only: the settings of an
+                // upstream need one.
                 if !own.is_empty() || s.health_check.is_some() || s.reflect.is_some() {
                     return Err(ConfigError(format!(
                         "services.\"{name}\": ca, client_cert, client_key, server_name, health_check and reflect are settings of its own upstream; it has none (set upstream, or leave them out)"
@@ -523,6 +524,20 @@ fn edge_config(
             .collect::<Result<_, _>>()?,
         http_rules,
         json: tables::json(file)?,
+        timeouts: file
+            .services
+            .iter()
+            .filter_map(|(name, s)| s.timeout.as_ref().map(|t| (name, t)))
+            .map(|(name, t)| {
+                let key = format!("services.\"{name}\".timeout");
+                match duration(Some(t), &key, Duration::ZERO)? {
+                    d if d.is_zero() => {
+                        Err(ConfigError(format!("{key} must be greater than zero")))
+                    }
+                    d => Ok((name.clone(), d)),
+                }
+            })
+            .collect::<Result<_, _>>()?,
         forward_headers: edge::forwarding::HeaderPatterns::parse(
             "forward_headers",
             &file.forward_headers,

@@ -536,6 +536,24 @@ fn json_rendering_and_its_overrides() {
     assert_eq!(j.overrides[1].1.enums_as_ints, Some(true));
     assert!(json("").unwrap().overrides.is_empty());
 
+    // A method's table may hold a timeout (no upstream needed), over its service's.
+    let text = "upstream = \"http://h:1\"\nprotos = [\"a\"]\n\
+                [services.\"p.S\"]\nupstream = \"http://s:1\"\ntimeout = \"10s\"\n\
+                [services.\"p.S.M\"]\ntimeout = \"250ms\"\n";
+    let edge = resolve(args(&[]), FileConfig::parse(text, Path::new(".")).unwrap())
+        .unwrap()
+        .edge;
+    assert_eq!(
+        edge.timeouts,
+        [
+            ("p.S".to_owned(), std::time::Duration::from_secs(10)),
+            ("p.S.M".to_owned(), std::time::Duration::from_millis(250))
+        ]
+    );
+    for bad in ["0s", "soon"] {
+        let e = json(&format!("[services.\"p.S.M\"]\ntimeout = \"{bad}\"")).unwrap_err();
+        assert!(e.contains("services.\"p.S.M\".timeout"), "{bad}: {e}");
+    }
     let e = json("[json]\nindent = 9").unwrap_err();
     assert!(e.contains("json.indent") && e.contains("at most 8"), "{e}");
     let e = json("[json]\nstream = \"lines\"").unwrap_err();
