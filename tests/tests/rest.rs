@@ -419,3 +419,51 @@ async fn an_empty_body_needs_no_content_type_however_it_is_framed() {
         assert_eq!(response.status(), 200, "h2 {h2}");
     }
 }
+
+#[tokio::test]
+async fn envoy_path_templates_serve_what_envoy_accepts() {
+    let rules = r#"
+[[http_rules]]
+selector = "library.v1.Library.Unannotated"
+get = "/v2/{name=**}/latest"
+[[http_rules.additional_bindings]]
+get = "/"
+[[http_rules.additional_bindings]]
+get = "/v2/{name=**}/latest:peek"
+"#;
+    let (_backend, gw) = toml_gateway(&format!("path_templates = \"envoy\"\n{rules}")).await;
+    let http = Http::h1();
+    // '**' before a literal: the segments between, '/' kept and RFC 6570's reserved
+    // characters left encoded (Envoy's default), a trailing slash ignored.
+    for (path, name) in [
+        ("/v2/a/b%2Fc/d%20e/latest", "a/b%2Fc/d e"),
+        ("/v2/a/latest/", "a"),
+        ("/v2/x/y/latest:peek", "x/y"),
+        ("/", ""),
+    ] {
+        let a = http.request("GET", gw.addr, path, &[], "").await;
+        assert_eq!(a.status, 200, "{path}: {:?}", a.body);
+        // An empty name is the default, which the canonical mapping leaves out.
+        assert_eq!(a.json()["name"].as_str().unwrap_or(""), name, "{path}");
+    }
+    // '**' in the middle covers one segment at least.
+    let a = http.request("GET", gw.addr, "/v2/latest", &[], "").await;
+    assert_eq!(a.status, 404, "{:?}", a.body);
+
+    // By the google.api.http grammar (the default) the same rules stop the start, naming
+    // the template.
+    let spec = protogate_tests::config_from_toml(
+        &protogate_tests::gateway_toml("http://127.0.0.1:1", protogate_tests::LIBRARY_PROTO, rules),
+        protogate_tests::workspace(),
+    )
+    .edge;
+    let upstreams = edge::Upstreams::new(Some("http://127.0.0.1:1"), &[], 1 << 20).unwrap();
+    let Err(e) = edge::Edge::new(library::schema(), upstreams, spec) else {
+        panic!("'**' before a literal taken by the spec grammar");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("/v2/{name=**}/latest") && e.contains("'**' must be the last"),
+        "{e}"
+    );
+}

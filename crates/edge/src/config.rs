@@ -114,6 +114,9 @@ pub struct EdgeConfig {
     /// Peers whose `X-Forwarded-*` are believed, and through which the client's address is
     /// read from `X-Forwarded-For` (`trusted_proxies`; default none).
     pub trusted_proxies: crate::forwarding::TrustedProxies,
+    /// How REST rules' path templates are read and matched (`path_templates`; default the
+    /// google.api.http grammar).
+    pub path_templates: transcode::rest::Dialect,
     /// Caps of the upstream deadline by service (`pkg.Service`) or method
     /// (`pkg.Service.Method`), over `upstream_timeout` (`[services."…"] timeout`; a method's
     /// wins over its service's).
@@ -174,6 +177,7 @@ impl Default for EdgeConfig {
             openapi_path: Some("/openapi.json".to_owned()),
             json: Default::default(),
             timeouts: Vec::new(),
+            path_templates: transcode::rest::Dialect::Spec,
             forward_headers: Default::default(),
             forward_response_headers: Default::default(),
             trusted_proxies: Default::default(),

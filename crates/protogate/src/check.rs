@@ -65,13 +65,14 @@ async fn check(mut resolved: Resolved) -> (String, Vec<String>) {
     let resolved_source = resolved.edge.schema_source;
     let rules = resolved.edge.json_sunset.clone();
     let http_rules = resolved.edge.http_rules.clone();
+    let dialect = resolved.edge.path_templates;
     // The edge checks what only the schema can tell: services the upstreams name, routes and
     // their conflicts, paths the gateway answers itself, the sunset policy's selectors.
     if let Err(e) = edge::Edge::new(schema.clone(), upstreams, resolved.edge) {
         problems.push(e.to_string());
         return (String::new(), problems);
     }
-    let routes = match transcode::rest::Routes::new(&schema, &http_rules) {
+    let routes = match transcode::rest::Routes::with_dialect(&schema, &http_rules, dialect) {
         Ok(routes) => routes,
         Err(e) => {
             problems.push(e.to_string());

@@ -439,7 +439,8 @@ impl Edge {
             });
         }
         upstreams.limit_calls(config.max_concurrent_requests_per_upstream);
-        let routes = Routes::new(&schema, &config.http_rules).map_err(SetupError::Routes)?;
+        let routes = Routes::with_dialect(&schema, &config.http_rules, config.path_templates)
+            .map_err(SetupError::Routes)?;
         let openapi = transcode::openapi::document(&schema, &routes, "protogate");
         let openapi = Bytes::from(openapi.to_string());
         // A rule's template may cover the gateway's own paths (their literals win there); a

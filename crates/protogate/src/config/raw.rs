@@ -56,6 +56,7 @@ pub use crate::duration::parse_duration;
 /// forward_headers = ["x-tenant", "x-feature-*"]   # client headers sent upstream (REST)
 /// forward_response_headers = ["x-ratelimit-*"]    # upstream metadata answered as is (REST)
 /// trusted_proxies = ["10.0.0.0/8"]           # whose X-Forwarded-* are believed
+/// path_templates = "spec"                    # or "envoy": templates as Envoy's transcoder
 ///
 /// ca = "tls/upstream-ca.pem"                 # https:// upstreams: their CA (default: the
 /// client_cert = "tls/gateway.pem"            #   system's roots), the gateway's client
@@ -234,6 +235,7 @@ pub struct FileConfig {
     pub forward_response_headers: Vec<String>,
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
+    pub path_templates: Option<PathTemplatesConfig>,
     pub tls: Option<TlsFileConfig>,
     /// The default TLS settings of `https://` upstreams.
     pub ca: Option<PathBuf>,
@@ -447,6 +449,14 @@ pub struct JsonFileConfig {
     pub enums_as_ints: Option<bool>,
     pub indent: Option<u8>,
     pub stream: Option<JsonStreamConfig>,
+}
+
+/// `path_templates`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PathTemplatesConfig {
+    Spec,
+    Envoy,
 }
 
 /// `[json] stream`.

@@ -524,6 +524,10 @@ fn edge_config(
             .collect::<Result<_, _>>()?,
         http_rules,
         json: tables::json(file)?,
+        path_templates: match file.path_templates {
+            Some(super::raw::PathTemplatesConfig::Envoy) => transcode::rest::Dialect::Envoy,
+            _ => transcode::rest::Dialect::Spec,
+        },
         timeouts: file
             .services
             .iter()

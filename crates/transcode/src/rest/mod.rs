@@ -22,7 +22,7 @@ pub use binding::{Binding, Resolution, Resolved};
 pub use request::RequestBody;
 pub use rules::HttpRule;
 pub use template::percent_decode_bytes;
-pub use template::{Template, Variable};
+pub use template::{Dialect, Template, Variable};
 
 use crate::{Method, Schema, SchemaError};
 
@@ -68,6 +68,9 @@ pub struct Route {
 pub struct Routes {
     routes: Vec<Arc<Route>>,
     by_method: HashMap<String, Vec<usize>>,
+    dialect: Dialect,
+    /// [`Dialect::Envoy`]: every template's verb (a request's `:x` is a verb only if listed).
+    verbs: Vec<String>,
 }
 
 /// The outcome of looking a request up.
@@ -89,6 +92,15 @@ impl Routes {
     /// rule, on a bad template, a field the request lacks, or two rules matching the same
     /// requests.
     pub fn new(schema: &Schema, configured: &[HttpRule]) -> Result<Routes, SchemaError> {
+        Routes::with_dialect(schema, configured, Dialect::Spec)
+    }
+
+    /// [`Routes::new`] with the templates read and matched as `dialect` does.
+    pub fn with_dialect(
+        schema: &Schema,
+        configured: &[HttpRule],
+        dialect: Dialect,
+    ) -> Result<Routes, SchemaError> {
         let by_selector: HashMap<String, &Method> = schema
             .methods()
             .map(|m| (m.descriptor.full_name().to_owned(), m))
@@ -125,7 +137,7 @@ impl Routes {
             bindings.insert(0, main);
             for binding in bindings {
                 routes.push(
-                    Route::new((*method).clone(), binding)
+                    Route::new((*method).clone(), binding, dialect)
                         .map_err(|(rule, e)| SchemaError::new(format!("http rule {rule}: {e}")))?,
                 );
             }
@@ -151,8 +163,19 @@ impl Routes {
         for (i, r) in routes.iter().enumerate() {
             by_method.entry(r.rule.method.clone()).or_default().push(i);
         }
+        let mut verbs: Vec<String> = routes
+            .iter()
+            .filter_map(|r| r.template.verb().map(str::to_owned))
+            .collect();
+        verbs.sort_unstable();
+        verbs.dedup();
         let routes = routes.into_iter().map(Arc::new).collect();
-        Ok(Routes { routes, by_method })
+        Ok(Routes {
+            routes,
+            by_method,
+            dialect,
+            verbs,
+        })
     }
 
     /// Every route, most specific first.
@@ -166,7 +189,7 @@ impl Routes {
         if let Some(candidates) = self.by_method.get(http_method) {
             for &i in candidates {
                 let route = &self.routes[i];
-                if let Some(values) = route.template.matches(path) {
+                if let Some(values) = self.matches(route, path) {
                     return Lookup::Found(route, values);
                 }
             }
@@ -174,7 +197,7 @@ impl Routes {
         let mut others: Vec<&str> = self
             .routes
             .iter()
-            .filter(|r| r.rule.method != http_method && r.template.matches(path).is_some())
+            .filter(|r| r.rule.method != http_method && self.matches(r, path).is_some())
             .map(|r| r.rule.method.as_str())
             .collect();
         if others.is_empty() {
@@ -186,8 +209,18 @@ impl Routes {
     }
 }
 
+impl Routes {
+    #[inline]
+    fn matches<'p>(&self, route: &Route, path: &'p str) -> Option<Vec<&'p str>> {
+        match self.dialect {
+            Dialect::Spec => route.template.matches(path),
+            Dialect::Envoy => route.template.envoy_matches(path, &self.verbs),
+        }
+    }
+}
+
 impl Route {
-    fn new(method: Method, rule: HttpRule) -> Result<Route, (String, String)> {
+    fn new(method: Method, rule: HttpRule, dialect: Dialect) -> Result<Route, (String, String)> {
         let fail = |e: String| (rule.describe(), e);
         if rule.method.is_empty() || rule.path.is_empty() {
             return Err(fail(
@@ -201,8 +234,8 @@ impl Route {
         {
             return Err(fail(format!("{:?} is not an HTTP method", rule.method)));
         }
-        let template =
-            Template::parse(&rule.path).map_err(|e| fail(format!("path template: {e}")))?;
+        let template = Template::parse_as(&rule.path, dialect)
+            .map_err(|e| fail(format!("path template: {e}")))?;
         let input = &method.input;
         let mut vars = Vec::new();
         for v in template.variables() {

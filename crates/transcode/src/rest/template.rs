@@ -11,6 +11,21 @@
 
 use std::fmt;
 
+/// Which templates are accepted and how they match (`path_templates`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// The google.api.http grammar: `**` last, literals compared percent-decoded too,
+    /// multi-segment variables keep `%2F` encoded, a malformed escape is an error.
+    #[default]
+    Spec,
+    /// What Envoy's transcoder (grpc-httpjson-transcoding) accepts and how it matches: `/`
+    /// alone; literal segments after `**` (which then covers one segment or more; a last
+    /// `**` zero or more); trailing slashes of a request ignored; a `:verb` suffix is a verb
+    /// only when some template has that verb; literals compared as sent; multi-segment
+    /// variables keep RFC 6570's reserved characters encoded; malformed escapes kept.
+    Envoy,
+}
+
 /// Segments a template may have (matching keeps their ranges on the stack).
 const MAX_SEGMENTS: usize = 64;
 
@@ -32,6 +47,7 @@ pub struct Variable {
     end: usize,
     /// More than one segment (or `**`): `%2F` stays encoded in its value.
     multi: bool,
+    dialect: Dialect,
 }
 
 /// A parsed path template.
@@ -40,10 +56,25 @@ pub struct Template {
     segs: Vec<Seg>,
     verb: Option<String>,
     vars: Vec<Variable>,
+    dialect: Dialect,
 }
 
 impl Template {
+    /// Parses a template by the google.api.http grammar ([`Dialect::Spec`]).
     pub fn parse(text: &str) -> Result<Template, String> {
+        Template::parse_as(text, Dialect::Spec)
+    }
+
+    /// Parses a template as `dialect` accepts it.
+    pub fn parse_as(text: &str, dialect: Dialect) -> Result<Template, String> {
+        if dialect == Dialect::Envoy && text == "/" {
+            return Ok(Template {
+                segs: Vec::new(),
+                verb: None,
+                vars: Vec::new(),
+                dialect,
+            });
+        }
         let Some(body) = text.strip_prefix('/') else {
             return Err("must start with '/'".into());
         };
@@ -67,6 +98,7 @@ impl Template {
             i: 0,
             segs: Vec::new(),
             vars: Vec::new(),
+            dialect,
         };
         p.segments(true)?;
         if p.i != p.s.len() {
@@ -75,16 +107,100 @@ impl Template {
         if p.segs.len() > MAX_SEGMENTS {
             return Err(format!("more than {MAX_SEGMENTS} segments"));
         }
-        if let Some(i) = p.segs.iter().position(|s| *s == Seg::Rest)
-            && i + 1 != p.segs.len()
-        {
-            return Err("'**' must be the last segment".into());
+        if let Some(i) = p.segs.iter().position(|s| *s == Seg::Rest) {
+            let after = &p.segs[i + 1..];
+            match dialect {
+                Dialect::Spec if !after.is_empty() => {
+                    return Err("'**' must be the last segment".into());
+                }
+                Dialect::Envoy if !after.iter().all(|s| matches!(s, Seg::Literal(_))) => {
+                    return Err("only literal segments may follow '**'".into());
+                }
+                _ => {}
+            }
         }
         Ok(Template {
             segs: p.segs,
             verb,
             vars: p.vars,
+            dialect,
         })
+    }
+
+    /// The custom verb, if the template has one.
+    pub fn verb(&self) -> Option<&str> {
+        self.verb.as_deref()
+    }
+
+    /// [`Dialect::Envoy`]'s match of a request path: `verbs` are the verbs any template of
+    /// the routes has (a `:x` suffix is a verb only if `x` is one of them).
+    pub fn envoy_matches<'p>(&self, path: &'p str, verbs: &[String]) -> Option<Vec<&'p str>> {
+        // The verb: after the last ':' if that comes after the last '/'.
+        let (body, verb) = match (path.rfind(':'), path.rfind('/')) {
+            (Some(c), slash) if slash.is_none_or(|s| c > s) => {
+                let v = &path[c + 1..];
+                if verbs.iter().any(|known| known == v) {
+                    (&path[..c], Some(v))
+                } else {
+                    (path, None)
+                }
+            }
+            _ => (path, None),
+        };
+        if verb != self.verb.as_deref() {
+            return None;
+        }
+        // The first character is the leading '/'; trailing empty segments do not count.
+        let rest = body.get(1..).unwrap_or("").trim_end_matches('/');
+        let mut parts: Vec<(usize, usize)> = Vec::new();
+        if !rest.is_empty() {
+            let mut from = 0;
+            for piece in rest.split('/') {
+                parts.push((from, from + piece.len()));
+                from += piece.len() + 1;
+            }
+        }
+        let k = self.segs.len();
+        // How many request segments each template segment covers.
+        let rest_at = self.segs.iter().position(|s| *s == Seg::Rest);
+        let spans: Vec<(usize, usize)> = match rest_at {
+            None if parts.len() == k => (0..k).map(|i| (i, i + 1)).collect(),
+            None => return None,
+            Some(r) => {
+                let tail = k - r - 1;
+                let covered = parts.len().checked_sub(r + tail)?;
+                if covered == 0 && tail > 0 {
+                    return None;
+                }
+                (0..k)
+                    .map(|i| match i.cmp(&r) {
+                        std::cmp::Ordering::Less => (i, i + 1),
+                        std::cmp::Ordering::Equal => (r, r + covered),
+                        std::cmp::Ordering::Greater => (i + covered - 1, i + covered),
+                    })
+                    .collect()
+            }
+        };
+        for (seg, &(a, _)) in self.segs.iter().zip(&spans) {
+            if let Seg::Literal(l) = seg {
+                let (s, e) = parts[a];
+                if &rest[s..e] != l.as_str() {
+                    return None;
+                }
+            }
+        }
+        let text = |from: usize, to: usize| -> &'p str {
+            if from >= to {
+                return "";
+            }
+            &rest[parts[from].0..parts[to - 1].1]
+        };
+        Some(
+            self.vars
+                .iter()
+                .map(|v| text(spans[v.start].0, spans[v.end - 1].1))
+                .collect(),
+        )
     }
 
     /// Whether the template is a literal path (no variable, no wildcard): it matches one
@@ -118,16 +234,25 @@ impl Template {
 
     /// Orders templates from most to least specific: literals before `*` before `**`,
     /// segment by segment, and a verb before none.
+    ///
+    /// [`Dialect::Envoy`] orders as its matcher searches (literal, then `*`, then `**`, the
+    /// first match winning): a template's end ranks after `*` and before `**`, so
+    /// `/a/{x=**}/z` is tried before `/a/{x=**}`, and `/a` before `/a/**`.
     pub fn specificity(&self) -> impl Ord + use<> {
-        let kinds: Vec<u8> = self
+        let envoy = self.dialect == Dialect::Envoy;
+        let mut kinds: Vec<u8> = self
             .segs
             .iter()
             .map(|s| match s {
                 Seg::Literal(_) => 0,
                 Seg::One => 1,
+                Seg::Rest if envoy => 3,
                 Seg::Rest => 2,
             })
             .collect();
+        if envoy {
+            kinds.push(2);
+        }
         (self.verb.is_none(), kinds)
     }
 
@@ -180,7 +305,10 @@ impl Variable {
     /// Decodes a matched value by the google.api.http rules: a single-segment variable is
     /// fully percent-decoded; a multi-segment one keeps `%2F` (and `%2f`) as sent.
     pub fn decode(&self, raw: &str) -> Result<String, String> {
-        percent_decode(raw, self.multi, false)
+        match self.dialect {
+            Dialect::Spec => percent_decode(raw, self.multi, false),
+            Dialect::Envoy => envoy_decode(raw, self.multi),
+        }
     }
 }
 
@@ -245,6 +373,34 @@ pub fn percent_decode_bytes(
     Ok(out)
 }
 
+/// [`Dialect::Envoy`]'s decoding of a variable: everything for a single segment, all but
+/// RFC 6570's reserved characters for several; a malformed escape is kept as it is.
+fn envoy_decode(raw: &str, multi: bool) -> Result<String, String> {
+    const RESERVED: &[u8] = b"!#$&'()*+,/:;=?@[]";
+    let b = raw.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: Option<&u8>| c.and_then(|&c| (c as char).to_digit(16));
+        match (b[i], hex(b.get(i + 1)), hex(b.get(i + 2))) {
+            (b'%', Some(h), Some(l)) => {
+                let v = (h * 16 + l) as u8;
+                if multi && RESERVED.contains(&v) {
+                    out.extend_from_slice(&b[i..i + 3]);
+                } else {
+                    out.push(v);
+                }
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| "not UTF-8 once percent-decoded".to_owned())
+}
+
 /// A path segment against a template literal: equal as sent, or once percent-decoded.
 fn literal_eq(raw: &str, literal: &str) -> bool {
     raw == literal
@@ -260,6 +416,7 @@ struct Parser<'a> {
     i: usize,
     segs: Vec<Seg>,
     vars: Vec<Variable>,
+    dialect: Dialect,
 }
 
 impl Parser<'_> {
@@ -345,6 +502,7 @@ impl Parser<'_> {
             start: first,
             end,
             multi,
+            dialect: self.dialect,
         });
         Ok(())
     }
