@@ -268,11 +268,14 @@ impl RequestCtx<'_> {
             .upstream_metadata(&self.head.headers, self.made_request_id.as_ref())?;
         let config = &edge.config;
         if self.protocol == Protocol::Http && !config.forward_headers.is_empty() {
+            // Every value of a matched header, unless the fixed set already sends that name.
+            let mut matched = HeaderMap::new();
             for (name, value) in &self.head.headers {
                 if config.forward_headers.matches(name) && !metadata.contains_key(name) {
-                    metadata.append(name.clone(), value.clone());
+                    matched.append(name.clone(), value.clone());
                 }
             }
+            metadata.extend(matched);
         }
         if config.forward_headers.x_forwarded() || !config.trusted_proxies.is_empty() {
             crate::forwarding::put_forwarded(
