@@ -11,36 +11,18 @@ string MessageToJson printed (indent 0: None, compact).
 
 import base64
 import json
+import os
 import sys
 
-from google.protobuf import descriptor_pb2
-from google.protobuf import descriptor_pool
 from google.protobuf import json_format
 from google.protobuf import message_factory
 
-
-def load_pool(path):
-  with open(path, 'rb') as fh:
-    fds = descriptor_pb2.FileDescriptorSet.FromString(fh.read())
-  by_name = {f.name: f for f in fds.file}
-  pool = descriptor_pool.DescriptorPool()
-  added = set()
-
-  def add(name):
-    if name in added:
-      return
-    added.add(name)
-    for dep in by_name[name].dependency:
-      add(dep)
-    pool.Add(by_name[name])
-
-  for name in by_name:
-    add(name)
-  return pool
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from oracle import load_pool  # pylint: disable=wrong-import-position
 
 
 def main():
-  pool = load_pool(sys.argv[1])
+  pool, _ = load_pool(sys.argv[1])
   for line in sys.stdin:
     case = json.loads(line)
     cls = message_factory.GetMessageClass(
