@@ -321,7 +321,7 @@ pub enum SetupError {
     /// `[rate_limit] redis` cannot be used, and why.
     RateLimit(String),
     /// A `[services."…"]` override (`json`, `timeout`) that names nothing in the schema.
-    Json(String),
+    Override(String),
 }
 
 impl fmt::Display for SetupError {
@@ -338,7 +338,7 @@ impl fmt::Display for SetupError {
                 f,
                 "the HTTP rule {rule} takes {path}, which the gateway answers itself on the same listener (a rule's template may cover it, its literal path may not: move the rule, or the gateway's own with admin_listen or openapi_path)"
             ),
-            SetupError::Cors(why) | SetupError::Json(why) => f.write_str(why),
+            SetupError::Cors(why) | SetupError::Override(why) => f.write_str(why),
             SetupError::Sunset(e) => write!(f, "{e}"),
             SetupError::RateLimit(why) => write!(f, "[rate_limit] redis: {why}"),
             SetupError::NoStatus => f.write_str(

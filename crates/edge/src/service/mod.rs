@@ -502,7 +502,7 @@ impl Edge {
         zero_method_series(&metrics, &schema, &sunset, limiter.is_some());
         let json =
             crate::json_options::renderings(&config.json, &schema, config.schema_waiting.is_some())
-                .map_err(SetupError::Json)?;
+                .map_err(SetupError::Override)?;
         let timeouts = crate::per_method::PerMethod::new(
             config.upstream_timeout,
             &config.timeouts,
@@ -511,7 +511,7 @@ impl Edge {
             ".timeout",
             |method, service| method.or(service).unwrap_or(config.upstream_timeout),
         )
-        .map_err(SetupError::Json)?;
+        .map_err(SetupError::Override)?;
         Ok(Edge {
             json,
             timeouts,
