@@ -339,27 +339,48 @@ pub fn percent_decode_bytes(
     keep_slash: bool,
     plus_space: bool,
 ) -> Result<Vec<u8>, String> {
+    decode_escapes(s, |v| keep_slash && v == b'/', plus_space, true)
+}
+
+/// [`Dialect::Envoy`]'s decoding of a variable: everything for a single segment, all but
+/// RFC 6570's reserved characters for several; a malformed escape is kept as it is.
+fn envoy_decode(raw: &str, multi: bool) -> Result<String, String> {
+    const RESERVED: &[u8] = b"!#$&'()*+,/:;=?@[]";
+    let out = decode_escapes(raw, |v| multi && RESERVED.contains(&v), false, false)?;
+    String::from_utf8(out).map_err(|_| "not UTF-8 once percent-decoded".to_owned())
+}
+
+/// The one percent-decoding loop: `%XX` becomes its byte unless `keep(byte)` (then it stays
+/// as sent); `plus_space`: `+` is a space; a malformed escape is an error if `strict`, else
+/// kept as sent.
+fn decode_escapes(
+    s: &str,
+    keep: impl Fn(u8) -> bool,
+    plus_space: bool,
+    strict: bool,
+) -> Result<Vec<u8>, String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' => {
-                let hex = |c: u8| (c as char).to_digit(16);
-                let (Some(h), Some(l)) = (
-                    b.get(i + 1).copied().and_then(hex),
-                    b.get(i + 2).copied().and_then(hex),
-                ) else {
-                    return Err(format!("bad percent-encoding at byte {i}"));
-                };
-                let v = (h * 16 + l) as u8;
-                if keep_slash && v == b'/' {
-                    out.extend_from_slice(&b[i..i + 3]);
-                } else {
-                    out.push(v);
+    let hex = |c: Option<&u8>| c.and_then(|&c| (c as char).to_digit(16));
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'%' => match (hex(b.get(i + 1)), hex(b.get(i + 2))) {
+                (Some(h), Some(l)) => {
+                    let v = (h * 16 + l) as u8;
+                    if keep(v) {
+                        out.extend_from_slice(&b[i..i + 3]);
+                    } else {
+                        out.push(v);
+                    }
+                    i += 3;
                 }
-                i += 3;
-            }
+                _ if strict => return Err(format!("bad percent-encoding at byte {i}")),
+                _ => {
+                    out.push(c);
+                    i += 1;
+                }
+            },
             b'+' if plus_space => {
                 out.push(b' ');
                 i += 1;
@@ -371,34 +392,6 @@ pub fn percent_decode_bytes(
         }
     }
     Ok(out)
-}
-
-/// [`Dialect::Envoy`]'s decoding of a variable: everything for a single segment, all but
-/// RFC 6570's reserved characters for several; a malformed escape is kept as it is.
-fn envoy_decode(raw: &str, multi: bool) -> Result<String, String> {
-    const RESERVED: &[u8] = b"!#$&'()*+,/:;=?@[]";
-    let b = raw.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: Option<&u8>| c.and_then(|&c| (c as char).to_digit(16));
-        match (b[i], hex(b.get(i + 1)), hex(b.get(i + 2))) {
-            (b'%', Some(h), Some(l)) => {
-                let v = (h * 16 + l) as u8;
-                if multi && RESERVED.contains(&v) {
-                    out.extend_from_slice(&b[i..i + 3]);
-                } else {
-                    out.push(v);
-                }
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).map_err(|_| "not UTF-8 once percent-decoded".to_owned())
 }
 
 /// A path segment against a template literal: equal as sent, or once percent-decoded.
