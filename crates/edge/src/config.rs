@@ -121,6 +121,9 @@ pub struct EdgeConfig {
     /// (`pkg.Service.Method`), over `upstream_timeout` (`[services."…"] timeout`; a method's
     /// wins over its service's).
     pub timeouts: Vec<(String, Duration)>,
+    /// Retry policies by service or method (`[services."…"] retry`; a method's keys over its
+    /// service's, over the defaults; default none).
+    pub retries: Vec<(String, crate::upstream::RetrySettings)>,
     /// How JSON answers are rendered (`[json]` and its overrides; default the canonical
     /// mapping, compact, JSON array streams).
     pub json: crate::json_options::JsonConfig,
@@ -177,6 +180,7 @@ impl Default for EdgeConfig {
             openapi_path: Some("/openapi.json".to_owned()),
             json: Default::default(),
             timeouts: Vec::new(),
+            retries: Vec::new(),
             path_templates: transcode::rest::Dialect::Spec,
             forward_headers: Default::default(),
             forward_response_headers: Default::default(),

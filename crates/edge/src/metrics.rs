@@ -65,6 +65,14 @@ pub struct UpstreamLabels {
     pub upstream: MethodName,
 }
 
+/// `protogate_upstream_retries_total`'s labels: the upstream, and the code retried.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RetryLabels {
+    pub upstream: MethodName,
+    /// The status of the attempt that was retried, as `grpc_code` names it.
+    pub code: &'static str,
+}
+
 /// `protogate_upstream_endpoints`'s labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EndpointLabels {
@@ -366,23 +374,27 @@ impl Metrics {
         f(by_method.entry(method.0.clone()).or_default());
     }
 
-    /// The upstreams' families: endpoints by state, calls sent.
-    pub(crate) fn register_upstreams(
-        &mut self,
-        (endpoints, calls): (
-            Family<EndpointLabels, Gauge>,
-            Family<UpstreamLabels, Counter>,
-        ),
-    ) {
+    /// The upstreams' families: endpoints by state, calls sent, retries.
+    pub(crate) fn register_upstreams(&mut self, families: crate::upstream::UpstreamFamilies) {
         self.registry.register(
             "protogate_upstream_endpoints",
             "Endpoints of each upstream (every address its URLs resolve to), by state: healthy or ejected",
-            endpoints,
+            families.endpoints,
         );
         self.registry.register(
             "protogate_upstream_requests",
             "Calls sent to each upstream (retries included), by the upstream as configured",
-            calls,
+            families.calls,
+        );
+        self.registry.register(
+            "protogate_upstream_retries",
+            "Attempts a retry policy sent again, by upstream and the status the attempt before had",
+            families.budget.retries,
+        );
+        self.registry.register(
+            "protogate_upstream_retries_refused",
+            "Retries a retry policy asked for that the upstream's retry budget did not allow",
+            families.budget.refused,
         );
     }
 

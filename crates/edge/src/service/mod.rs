@@ -81,6 +81,8 @@ pub struct Edge {
     json: crate::json_options::Renderings,
     /// Each method's cap of the upstream deadline (`upstream_timeout`, `timeout`).
     timeouts: crate::per_method::PerMethod<Duration>,
+    /// Each method's retry policy (`[services."…"] retry`), for unary calls.
+    retries: crate::per_method::PerMethod<Option<crate::upstream::RetryPolicy>>,
     /// The requests and request bytes in flight, under their limits.
     admission: Arc<Admission>,
     /// The method label of requests that name no method.
@@ -512,9 +514,24 @@ impl Edge {
             |method, service| method.or(service).unwrap_or(config.upstream_timeout),
         )
         .map_err(SetupError::Override)?;
+        let retries = crate::per_method::PerMethod::new(
+            None,
+            &config.retries,
+            &schema,
+            config.schema_waiting.is_some(),
+            ".retry",
+            |method, service| {
+                method
+                    .unwrap_or_default()
+                    .or(service.unwrap_or_default())
+                    .policy()
+            },
+        )
+        .map_err(SetupError::Override)?;
         Ok(Edge {
             json,
             timeouts,
+            retries,
             client_header: auth.as_ref().map_or(crate::auth::CLIENT_HEADER, |a| {
                 a.config().client_header.clone()
             }),

@@ -62,7 +62,17 @@ impl Edge {
                         e => e,
                     })?;
                 let body = envelope::whole(body, limits, text)?;
-                let call = self.upstreams.relay_whole(service, path, headers, body);
+                // A unary call's retry policy, under the plan's deadline (a unary plan has one).
+                let retry = match (method.streaming, self.retries.of(method)) {
+                    (StreamingKind::Unary, Some(policy)) => Some((
+                        policy,
+                        plan.deadline.unwrap_or(self.config.upstream_timeout),
+                    )),
+                    _ => None,
+                };
+                let call = self
+                    .upstreams
+                    .relay_whole(service, path, headers, body, retry);
                 let (answer, latency) = self.call_upstream(method, plan.deadline, None, call).await;
                 (answer, latency, None)
             }

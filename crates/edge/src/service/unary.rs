@@ -114,9 +114,13 @@ impl Edge {
         let sent = (plan.request == Format::Protobuf).then(|| message.clone());
         // A unary plan always has a deadline (the configured cap at least).
         let timeout = plan.deadline.unwrap_or(self.config.upstream_timeout);
-        let call = self
-            .upstreams
-            .unary(&method.service, &method.path, message, metadata, timeout);
+        let call = self.upstreams.unary(
+            method,
+            message,
+            metadata,
+            timeout,
+            self.retries.of(method).as_ref(),
+        );
         let (answer, latency) = self.call_upstream(method, Some(timeout), sent, call).await;
         ctx.upstream_latency = Some(latency);
         ctx.end_call(match &answer {

@@ -73,6 +73,9 @@ pub(crate) struct Endpoint {
     ejected: AtomicBool,
     /// The number of ejections in a row (the backoff's exponent).
     failures: AtomicU32,
+    /// Calls in a row answered UNAVAILABLE or INTERNAL (outlier detection,
+    /// `consecutive_failures`).
+    failed_calls: AtomicU32,
     /// No longer resolved: out of the gauges, never restored.
     retired: AtomicBool,
     /// Held while the endpoint changes state (ejected, restored, retired), so the gauges move
@@ -216,6 +219,7 @@ impl Endpoint {
             queued: Arc::default(),
             ejected: AtomicBool::new(false),
             failures: AtomicU32::new(0),
+            failed_calls: AtomicU32::new(0),
             retired: AtomicBool::new(false),
             transition: Mutex::new(()),
             gauges,
@@ -341,10 +345,49 @@ impl Endpoint {
         }
     }
 
-    /// A call succeeded: the next ejection starts from the first backoff again.
+    /// A call succeeded: the next ejection starts from the first backoff again, and the
+    /// failed calls in a row from none.
     pub(super) fn succeeded(&self) {
         if self.failures.load(Ordering::Relaxed) != 0 {
             self.failures.store(0, Ordering::Relaxed);
+        }
+        self.answered();
+    }
+
+    /// The upstream answered a call with a status of its own other than UNAVAILABLE and
+    /// INTERNAL: the endpoint works.
+    pub(super) fn answered(&self) {
+        if self.failed_calls.load(Ordering::Relaxed) != 0 {
+            self.failed_calls.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The upstream answered a call UNAVAILABLE or INTERNAL: after `consecutive_failures` in
+    /// a row the endpoint is ejected as a failed dial would eject it (outlier detection, as
+    /// Envoy's consecutive 5xx).
+    pub(super) fn failed_call(self: &Arc<Self>) {
+        let limit = self.options.consecutive_failures;
+        if limit == 0 {
+            return;
+        }
+        let in_a_row = self.failed_calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if in_a_row >= limit {
+            self.failed_calls.store(0, Ordering::Relaxed);
+            self.eject(&format!(
+                "{in_a_row} calls in a row answered UNAVAILABLE or INTERNAL"
+            ));
+        }
+    }
+
+    /// Counts the upstream's answer `status` for outlier detection (statuses the gateway
+    /// made itself are not the upstream's answers: a failed dial ejects on its own).
+    pub(super) fn answered_status(self: &Arc<Self>, status: &tonic::Status) {
+        if super::made_by_gateway(status) {
+            return;
+        }
+        match status.code() {
+            tonic::Code::Unavailable | tonic::Code::Internal => self.failed_call(),
+            _ => self.answered(),
         }
     }
 

@@ -209,10 +209,13 @@ fn is_grpc_content_type(t: &[u8]) -> bool {
         && matches!(t.get(16), None | Some(b'+' | b';' | b' '))
 }
 
-/// Adds the trailers' metadata to the headers' (gRPC's own `grpc-*` trailers stay out).
+/// Adds the trailers' metadata to the headers' (gRPC's own `grpc-*` trailers stay out but
+/// for `grpc-retry-pushback-ms`, which a retry policy reads from the status; no client is
+/// answered a `grpc-*` name from it).
 fn merge_metadata(metadata: &mut HeaderMap, trailers: &HeaderMap) {
     for (name, value) in trailers {
-        if !name.as_str().starts_with("grpc-") {
+        let n = name.as_str();
+        if !n.starts_with("grpc-") || n == super::retry::PUSHBACK {
             metadata.append(name.clone(), value.clone());
         }
     }
@@ -222,7 +225,7 @@ fn merge_metadata(metadata: &mut HeaderMap, trailers: &HeaderMap) {
 /// `headers` + `fields`. Whatever the upstream sends, this does not panic (tonic's
 /// `Status::from_header_map` does on a `grpc-status-details-bin` that is not base64): a
 /// status that is not a number is UNKNOWN, undecodable details are dropped.
-fn grpc_status(fields: &HeaderMap, headers: &HeaderMap) -> Option<Status> {
+pub(super) fn grpc_status(fields: &HeaderMap, headers: &HeaderMap) -> Option<Status> {
     let code = fields.get(GRPC_STATUS)?;
     let (code, message) = match std::str::from_utf8(code.as_bytes())
         .ok()

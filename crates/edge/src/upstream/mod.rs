@@ -16,6 +16,7 @@ mod reflection;
 
 pub use pool::MIN_INTERVAL;
 mod resolve;
+mod retry;
 mod stream;
 pub(crate) use stream::AnswerBody;
 mod unary;
@@ -23,6 +24,7 @@ mod unary;
 pub use connect::UpstreamTls;
 pub use reflection::{Reflected, ReflectedFile, ReflectionQuery};
 pub use resolve::{Resolution, Resolve, SystemResolver};
+pub use retry::{Codes, MAX_ATTEMPTS, MIN_RETRIES, RetryPolicy, RetrySettings};
 
 use crate::error::SetupError;
 use crate::metrics::{EndpointLabels, MethodName, UpstreamLabels};
@@ -94,10 +96,19 @@ pub struct Upstreams {
     default: Option<Route>,
     by_service: HashMap<String, Route, foldhash::fast::RandomState>,
     max_response_bytes: usize,
-    /// `protogate_upstream_endpoints{upstream,state}` and
-    /// `protogate_upstream_requests_total{upstream}`, registered by the edge's metrics.
-    endpoint_gauges: Family<EndpointLabels, Gauge>,
-    upstream_calls: Family<UpstreamLabels, Counter>,
+    families: UpstreamFamilies,
+}
+
+/// The upstreams' metric families, registered by the edge's metrics.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct UpstreamFamilies {
+    /// `protogate_upstream_endpoints{upstream,state}`.
+    pub(crate) endpoints: Family<EndpointLabels, Gauge>,
+    /// `protogate_upstream_requests_total{upstream}`.
+    pub(crate) calls: Family<UpstreamLabels, Counter>,
+    /// `protogate_upstream_retries_total{upstream,code}` and
+    /// `protogate_upstream_retries_refused_total{upstream}`.
+    pub(crate) budget: retry::BudgetFamilies,
 }
 
 /// Where one service's calls go: its upstream's pool, unary calls and streams alike.
@@ -183,6 +194,12 @@ pub struct UpstreamOptions {
     pub dns_refresh: Duration,
     /// Health-checked upstreams are asked this often (`health_interval`, default 5 s).
     pub health_interval: Duration,
+    /// The share of calls with a retry policy that may be retries, per upstream over ten
+    /// seconds (`retry_budget`, default 0.2).
+    pub retry_budget: f64,
+    /// An endpoint whose calls are answered UNAVAILABLE or INTERNAL this many times in a row
+    /// is ejected (`consecutive_failures`, default 5; 0: never).
+    pub consecutive_failures: u32,
 }
 
 impl Default for UpstreamOptions {
@@ -197,6 +214,8 @@ impl Default for UpstreamOptions {
             compress_requests: false,
             dns_refresh: Duration::from_secs(5),
             health_interval: Duration::from_secs(5),
+            retry_budget: 0.2,
+            consecutive_failures: 5,
         }
     }
 }
@@ -321,9 +340,9 @@ impl Upstreams {
                 distinct[at].1.push(service.to_owned());
             }
         }
-        let (endpoint_gauges, upstream_calls) = match previous {
+        let families = match previous {
             Some(previous) => previous.metric_families(),
-            None => Default::default(),
+            None => UpstreamFamilies::default(),
         };
         let mut pools: Vec<(Vec<Target>, Arc<pool::Pool>)> = Vec::new();
         for (targets, health_services) in distinct {
@@ -343,7 +362,8 @@ impl Upstreams {
             let name = pool::name(&targets);
             let label = MethodName(name);
             let gauge = |state| {
-                endpoint_gauges
+                families
+                    .endpoints
                     .get_or_create(&EndpointLabels {
                         upstream: label.clone(),
                         state,
@@ -358,11 +378,13 @@ impl Upstreams {
                     healthy: gauge("healthy"),
                     ejected: gauge("ejected"),
                 },
-                calls: upstream_calls
+                calls: families
+                    .calls
                     .get_or_create(&UpstreamLabels {
                         upstream: label.clone(),
                     })
                     .clone(),
+                budget: retry::Budget::new(options.retry_budget, label, &families.budget),
                 resolver: resolver.clone(),
             };
             let pool = pool::Pool::new(&targets, settings)?;
@@ -382,8 +404,7 @@ impl Upstreams {
                 .filter_map(|(service, spec)| Some((service.clone(), route(spec)?)))
                 .collect(),
             max_response_bytes,
-            endpoint_gauges,
-            upstream_calls,
+            families,
         })
     }
 
@@ -397,14 +418,9 @@ impl Upstreams {
         self.by_service.keys().map(String::as_str)
     }
 
-    /// `protogate_upstream_endpoints` and `protogate_upstream_requests`, for the registry.
-    pub(crate) fn metric_families(
-        &self,
-    ) -> (
-        Family<EndpointLabels, Gauge>,
-        Family<UpstreamLabels, Counter>,
-    ) {
-        (self.endpoint_gauges.clone(), self.upstream_calls.clone())
+    /// The upstreams' metric families, for the registry.
+    pub(crate) fn metric_families(&self) -> UpstreamFamilies {
+        self.families.clone()
     }
 
     /// Limits the calls in flight to each upstream (services on one upstream share its
@@ -453,17 +469,17 @@ impl Upstreams {
     }
 
     /// Calls a unary method with raw protobuf bytes. `timeout` is sent as `grpc-timeout`; the
-    /// caller enforces it.
+    /// caller enforces it. With a `policy`, attempts answered with its codes go again.
     pub async fn unary(
         &self,
-        service: &str,
-        path: &str,
+        method: &transcode::Method,
         body: Bytes,
         metadata: HeaderMap,
         timeout: Duration,
+        policy: Option<&RetryPolicy>,
     ) -> Result<Answer, Status> {
-        let pool = &self.route(service)?.pool;
-        unary::call(pool, path, body, metadata, timeout).await
+        let pool = &self.route(&method.service)?.pool;
+        unary::call(pool, &method.path, body, metadata, timeout, policy).await
     }
 
     /// Calls a method whose responses stream, with one request message (server streaming)
@@ -510,16 +526,54 @@ impl Upstreams {
     }
 
     /// [`Upstreams::relay`] with the body already whole (a method that takes one message):
-    /// sent with the request's head, on the request's own task.
+    /// sent with the request's head, on the request's own task. With a retry policy and the
+    /// call's deadline (`retry`), an attempt answered at once (trailers only) with one of the
+    /// policy's codes goes again; an answer that brings a message is the call's (gRFC A6:
+    /// the call is committed), and `per_try_timeout` bounds the wait for the answer's head.
     pub(crate) async fn relay_whole(
         &self,
         service: &str,
         path: &str,
         headers: HeaderMap,
         body: Bytes,
+        retry: Option<(&RetryPolicy, Duration)>,
     ) -> Result<http::Response<stream::AnswerBody>, Status> {
-        let body = stream::Outgoing::Whole(body);
-        self.relay_outgoing(service, path, headers, body).await
+        let Some((policy, timeout)) = retry else {
+            let body = stream::Outgoing::Whole(body);
+            return self.relay_outgoing(service, path, headers, body).await;
+        };
+        let pool = &self.route(service)?.pool;
+        let path = method_path(path)?;
+        let mut attempts = retry::Attempts::new(policy, &pool.budget, timeout);
+        loop {
+            let (previous, limit) = attempts.begin();
+            let mut request = http::Request::new(stream::Outgoing::Whole(body.clone()));
+            *request.method_mut() = http::Method::POST;
+            *request.uri_mut() = http::Uri::from(path.clone());
+            let head = request.headers_mut();
+            *head = headers.clone();
+            head.insert(exchange::GRPC_TIMEOUT, grpc_timeout(limit));
+            if let Some(previous) = previous {
+                head.insert(retry::PREVIOUS_ATTEMPTS, previous);
+            }
+            let attempt = stream::open(pool.clone(), request);
+            let outcome = match policy.per_try_timeout {
+                Some(_) => tokio::time::timeout(limit, attempt)
+                    .await
+                    .unwrap_or_else(|_| Err(retry::per_try_expired(limit))),
+                None => attempt.await,
+            };
+            let (status, outcome) = match outcome {
+                Ok(response) => match stream::trailers_only_status(&response) {
+                    Some(status) => (status, Ok(response)),
+                    None => return Ok(response),
+                },
+                Err(status) => (status.clone(), Err(status)),
+            };
+            if !attempts.again(&status).await {
+                return outcome;
+            }
+        }
     }
 
     async fn relay_outgoing(

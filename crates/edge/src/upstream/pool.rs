@@ -68,6 +68,8 @@ pub(crate) struct Pool {
     gauges: StateGauges,
     /// Calls sent to this upstream (`protogate_upstream_requests_total{upstream}`).
     pub(super) calls: Counter,
+    /// Retries of its calls' policies, within `retry_budget`.
+    pub(super) budget: super::retry::Budget,
     /// `max_concurrent_requests_per_upstream`'s count of calls in flight, with its maximum:
     /// kept with the pool, so the snapshots of a reload count against one limit.
     limit: Mutex<Option<(usize, Arc<crate::admission::Limit>)>>,
@@ -94,6 +96,7 @@ pub(super) struct PoolSettings {
     pub(super) health_services: Vec<String>,
     pub(super) gauges: StateGauges,
     pub(super) calls: Counter,
+    pub(super) budget: super::retry::Budget,
     pub(super) resolver: Arc<dyn Resolve>,
 }
 
@@ -129,6 +132,7 @@ impl Pool {
             check,
             gauges: settings.gauges,
             calls: settings.calls,
+            budget: settings.budget,
             limit: Mutex::new(None),
             resolver: settings.resolver,
             last: Mutex::new((Weak::new(), 0)),
@@ -213,6 +217,15 @@ impl Pool {
                 self.name
             ))),
         }
+    }
+
+    /// The endpoint of a retry policy's next attempt after one `previous` answered: another
+    /// when there is one, else `previous` again.
+    pub(super) async fn attempt_after(&self, previous: &Arc<Endpoint>) -> Result<InFlight, Status> {
+        Ok(self
+            .take(Some(previous))
+            .await?
+            .unwrap_or_else(|| InFlight::new(previous)))
     }
 
     /// An endpoint for the next call, counted in flight on it: the balancer's choice, leaving
@@ -516,7 +529,7 @@ fn pick(endpoints: &[Arc<Endpoint>], avoid: Option<&Arc<Endpoint>>) -> Option<Ar
 
 /// A number below `n` from a per-thread xorshift generator seeded by the standard library's
 /// random hasher keys: the balancer needs spread, not secrecy.
-fn random_below(n: usize) -> usize {
+pub(super) fn random_below(n: usize) -> usize {
     thread_local! {
         static STATE: Cell<u64> = Cell::new({
             use std::hash::{BuildHasher, Hasher};
@@ -604,6 +617,11 @@ mod tests {
                 health_services: Vec::new(),
                 gauges: StateGauges::default(),
                 calls: Counter::default(),
+                budget: super::super::retry::Budget::new(
+                    0.2,
+                    crate::metrics::MethodName("u".into()),
+                    &Default::default(),
+                ),
                 resolver: Arc::new(super::super::SystemResolver),
             },
         )

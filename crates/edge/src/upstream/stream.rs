@@ -115,8 +115,15 @@ pub(super) async fn open(
     let response = response
         .await
         .map_err(|e| exchange::stream_failure(&e, &endpoint.authority).into_status())?;
-    endpoint.succeeded();
     let (mut head, recv) = response.into_parts();
+    match recv
+        .is_end_stream()
+        .then(|| exchange::grpc_status(&head.headers, &HeaderMap::new()))
+        .flatten()
+    {
+        Some(status) => endpoint.answered_status(&status),
+        None => endpoint.succeeded(),
+    }
     drop_unreadable_details(&mut head.headers);
     let authority = endpoint.authority.clone();
     drop(endpoint);
@@ -130,6 +137,15 @@ pub(super) async fn open(
             _call: call,
         },
     ))
+}
+
+/// The status of an answer that ended with its head (trailers only), when it is not OK.
+pub(super) fn trailers_only_status(response: &Response<AnswerBody>) -> Option<Status> {
+    if !response.body().ended_with_head() {
+        return None;
+    }
+    exchange::grpc_status(response.headers(), &HeaderMap::new())
+        .filter(|status| status.code() != tonic::Code::Ok)
 }
 
 /// Sends the request body's frames on `send` as the upstream's flow control lets them go;

@@ -2,13 +2,16 @@
 //! request's own task. A call the upstream provably did not process (its endpoint could not be
 //! dialed, the stream was refused, or it was above the last stream a GOAWAY let through) is
 //! sent once more, on another endpoint when there is one, so a backend that restarts or
-//! drains does not fail the calls that had not reached it.
+//! drains does not fail the calls that had not reached it. A method's retry policy
+//! (retry.rs) sends it again on the statuses it names. Each answer counts for its
+//! endpoint's outlier detection.
 
 use std::io::Cursor;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
+use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, header};
 use tonic::Status;
 
@@ -19,6 +22,7 @@ use super::exchange::{
     grpc_timeout, send,
 };
 use super::pool::Pool;
+use super::retry::{self, Attempts, PREVIOUS_ATTEMPTS, RetryPolicy};
 
 const GRPC_ACCEPT_ENCODING: HeaderName = HeaderName::from_static("grpc-accept-encoding");
 const GZIP: HeaderValue = HeaderValue::from_static("gzip");
@@ -27,15 +31,16 @@ const MAX_FRAME: usize = (1 << 31) - 1;
 
 /// Calls `path` on `pool` with one message; the answer's single message and its metadata.
 /// The caller enforces `timeout` (what is left of it is sent as `grpc-timeout`); dropping the
-/// future resets the stream (the upstream sees the call cancelled).
+/// future resets the stream (the upstream sees the call cancelled). With a `policy`, an
+/// attempt answered with one of its codes goes again (retry.rs).
 pub(super) async fn call(
     pool: &Pool,
     path: &str,
     message: Bytes,
     metadata: HeaderMap,
     timeout: Duration,
+    policy: Option<&RetryPolicy>,
 ) -> Result<Answer, Status> {
-    let start = Instant::now();
     let path = super::method_path(path)?;
     if message.len() > MAX_FRAME - 5 {
         return Err(Status::resource_exhausted(
@@ -47,45 +52,125 @@ pub(super) async fn call(
     let message = if compress { gzip(&message)? } else { message };
     let mut prefix = [u8::from(compress), 0, 0, 0, 0];
     prefix[1..].copy_from_slice(&(message.len() as u32).to_be_bytes());
-
-    // One retry, and only of a call the upstream did not process. A send consumes the
-    // request head, so each attempt builds its own from the client's metadata (usually
-    // empty; otherwise a few reference-counted clones).
-    let mut failed: Option<(Arc<Endpoint>, Failure)> = None;
+    let call = Call {
+        pool,
+        path,
+        prefix,
+        message,
+        metadata,
+        compress,
+    };
+    let Some(policy) = policy else {
+        return call.deliver(timeout, None, None).await.map_err(|(_, s)| s);
+    };
+    let mut attempts = Attempts::new(policy, &pool.budget, timeout);
+    let mut avoid = None;
     loop {
-        let retry = failed.is_some();
-        let call = pool.attempt_on(failed).await?;
-        // What is left of the deadline (the first attempt has all of it).
-        let left = if retry {
-            timeout.saturating_sub(start.elapsed())
-        } else {
-            timeout
+        let (previous, limit) = attempts.begin();
+        let attempt = call.deliver(limit, previous, avoid.take());
+        let outcome = match policy.per_try_timeout {
+            Some(_) => tokio::time::timeout(limit, attempt)
+                .await
+                .unwrap_or_else(|_| Err((None, retry::per_try_expired(limit)))),
+            None => attempt.await,
         };
-        let endpoint = call.endpoint().clone();
+        match outcome {
+            Ok(answer) => return Ok(answer),
+            Err((endpoint, status)) => {
+                if !attempts.again(&status).await {
+                    return Err(status);
+                }
+                tracing::debug!(upstream = %pool.name, status = %status, "call retried by its retry policy");
+                avoid = endpoint;
+            }
+        }
+    }
+}
+
+/// One unary call's request, sent as often as its attempts need.
+struct Call<'a> {
+    pool: &'a Pool,
+    path: PathAndQuery,
+    prefix: [u8; 5],
+    message: Bytes,
+    metadata: HeaderMap,
+    compress: bool,
+}
+
+impl Call<'_> {
+    /// One attempt, within `limit`, carrying `previous` as `grpc-previous-rpc-attempts` and
+    /// on another endpoint than `avoid` when there is one. A call the upstream did not
+    /// process is sent once more (not an attempt of a retry policy: gRFC A6's transparent
+    /// retry). Its failure, with the endpoint that answered it when one did.
+    async fn deliver(
+        &self,
+        limit: Duration,
+        previous: Option<HeaderValue>,
+        avoid: Option<Arc<Endpoint>>,
+    ) -> Result<Answer, (Option<Arc<Endpoint>>, Status)> {
+        let start = Instant::now();
+        // A send consumes the request head, so each attempt builds its own from the client's
+        // metadata (usually empty; otherwise a few reference-counted clones).
+        let mut failed: Option<(Arc<Endpoint>, Failure)> = None;
+        loop {
+            let resend = failed.is_some();
+            let call = match avoid.as_ref().filter(|_| !resend) {
+                Some(avoid) => self.pool.attempt_after(avoid).await,
+                None => self.pool.attempt_on(failed).await,
+            }
+            .map_err(|s| (None, s))?;
+            // What is left of the attempt's time (the first send has all of it).
+            let left = if resend {
+                limit.saturating_sub(start.elapsed())
+            } else {
+                limit
+            };
+            let endpoint = call.endpoint().clone();
+            let request = self
+                .head(&endpoint, left, previous.as_ref())
+                .map_err(|s| (None, s))?;
+            let frame = Cursor::new(self.prefix).chain(self.message.clone());
+            self.pool.calls.inc();
+            match attempt(call, request, frame, self.pool.max_response_bytes).await {
+                Ok(answer) => {
+                    endpoint.succeeded();
+                    return Ok(answer);
+                }
+                Err(failure @ (Failure::NotSent(_) | Failure::Unreachable(_))) if !resend => {
+                    tracing::debug!(upstream = %endpoint.authority, addr = %endpoint.addr, status = %failure_status(&failure), "call sent again");
+                    failed = Some((endpoint, failure));
+                }
+                Err(failure) => {
+                    let status = failure.into_status();
+                    endpoint.answered_status(&status);
+                    return Err((Some(endpoint), status));
+                }
+            }
+        }
+    }
+
+    /// The request head of an attempt on `endpoint`.
+    fn head(
+        &self,
+        endpoint: &Endpoint,
+        left: Duration,
+        previous: Option<&HeaderValue>,
+    ) -> Result<Request<()>, Status> {
         let mut request = Request::new(());
         *request.method_mut() = http::Method::POST;
-        *request.uri_mut() = call_uri(&endpoint, &path)?;
+        *request.uri_mut() = call_uri(endpoint, &self.path)?;
         let headers = request.headers_mut();
-        *headers = call_headers(compress);
-        headers.reserve(metadata.len() + 1);
+        *headers = call_headers(self.compress);
+        headers.reserve(self.metadata.len() + 2);
         headers.insert(GRPC_TIMEOUT, grpc_timeout(left));
-        for (name, value) in &metadata {
+        if let Some(previous) = previous {
+            headers.insert(PREVIOUS_ATTEMPTS, previous.clone());
+        }
+        for (name, value) in &self.metadata {
             // No metadata name is one of the call's own (`is_reserved_metadata` leaves them out).
             headers.append(name.clone(), value.clone());
         }
-        let frame = Cursor::new(prefix).chain(message.clone());
-        pool.calls.inc();
-        match attempt(call, request, frame, pool.max_response_bytes).await {
-            Ok(answer) => {
-                endpoint.succeeded();
-                return Ok(answer);
-            }
-            Err(failure @ (Failure::NotSent(_) | Failure::Unreachable(_))) if !retry => {
-                tracing::debug!(upstream = %endpoint.authority, addr = %endpoint.addr, status = %failure_status(&failure), "call retried");
-                failed = Some((endpoint, failure));
-            }
-            Err(failure) => return Err(failure.into_status()),
-        }
+        Ok(request)
     }
 }
 

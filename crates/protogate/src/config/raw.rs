@@ -31,6 +31,8 @@ pub use crate::duration::parse_duration;
 /// max_body_bytes = 4194304
 /// max_response_bytes = 67108864
 /// upstream_timeout = "30s"
+/// retry_budget = 0.2                         # retries: at most this share of calls (10 s)
+/// consecutive_failures = 5                   # UNAVAILABLE/INTERNAL in a row: ejected
 /// strict_accept = false
 /// log_format = "text"                        # or "json"
 /// downgrade_log_interval = "60s"
@@ -149,10 +151,12 @@ pub use crate::duration::parse_duration;
 ///                                            # ca, client_cert, client_key, server_name
 /// ca = "tls/shop-ca.pem"                     #   here override the top level's
 /// timeout = "10s"                            # its calls' deadline cap (over upstream_timeout)
+/// retry = { codes = ["UNAVAILABLE"], attempts = 3, backoff = "25ms", max_backoff = "250ms" }
 /// [services."demo.shop.v1.Shop".json]        # [json] keys for this service's answers
 /// use_proto_names = true
-/// [services."demo.shop.v1.Shop.ListOrders"]  # one method's: timeout and json only
+/// [services."demo.shop.v1.Shop.ListOrders"]  # one method's: timeout, retry and json only
 /// timeout = "2s"
+/// retry = { attempts = 2, per_try_timeout = "500ms" }  # over the service's keys
 /// [services."demo.shop.v1.Shop.ListOrders".json]
 /// stream = "ndjson"
 ///
@@ -196,6 +200,12 @@ pub struct FileConfig {
     pub max_body_bytes: Option<usize>,
     pub max_response_bytes: Option<usize>,
     pub upstream_timeout: Option<String>,
+    /// The share of calls with a retry policy that may be retries, per upstream over 10 s
+    /// (default 0.2).
+    pub retry_budget: Option<f64>,
+    /// Calls in a row answered UNAVAILABLE or INTERNAL that eject an endpoint (default 5;
+    /// 0: never).
+    pub consecutive_failures: Option<u32>,
     pub strict_accept: Option<bool>,
     pub log_format: Option<LogFormat>,
     pub downgrade_log_interval: Option<String>,
@@ -486,6 +496,21 @@ pub struct ServiceConfig {
     /// Cap of the upstream deadline of its calls (default `upstream_timeout`).
     pub timeout: Option<String>,
     pub json: Option<JsonFileConfig>,
+    /// Its unary calls' retry policy.
+    pub retry: Option<RetryFileConfig>,
+}
+
+/// `[services."…"] retry`: gRPC's retryPolicy, with Envoy's per-try timeout.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryFileConfig {
+    /// Status codes retried (default `["UNAVAILABLE"]`).
+    pub codes: Option<Vec<String>>,
+    /// Attempts in all, the first included (default 3; 1: no retry).
+    pub attempts: Option<u32>,
+    pub backoff: Option<String>,
+    pub max_backoff: Option<String>,
+    pub per_try_timeout: Option<String>,
 }
 
 impl ServiceConfig {

@@ -542,6 +542,12 @@ fn edge_config(
                 }
             })
             .collect::<Result<_, _>>()?,
+        retries: file
+            .services
+            .iter()
+            .filter_map(|(name, s)| s.retry.as_ref().map(|r| (name, r)))
+            .map(|(name, r)| Ok((name.clone(), retry_settings(name, r)?)))
+            .collect::<Result<_, ConfigError>>()?,
         forward_headers: edge::forwarding::HeaderPatterns::parse(
             "forward_headers",
             &file.forward_headers,
@@ -671,8 +677,76 @@ fn upstream_options(file: &FileConfig) -> Result<edge::UpstreamOptions, ConfigEr
             )?,
             "health_interval",
         )?,
+        retry_budget: match file.retry_budget {
+            None => defaults.retry_budget,
+            Some(r) if (0.0..=1.0).contains(&r) => r,
+            Some(r) => {
+                return Err(ConfigError(format!(
+                    "retry_budget: {r} is not a share of calls between 0 and 1 (0.2: a fifth)"
+                )));
+            }
+        },
+        consecutive_failures: file
+            .consecutive_failures
+            .unwrap_or(defaults.consecutive_failures),
         ..defaults
     })
+}
+
+/// `[services."{name}"] retry`, checked.
+fn retry_settings(
+    name: &str,
+    r: &super::raw::RetryFileConfig,
+) -> Result<edge::upstream::RetrySettings, ConfigError> {
+    let key = |k: &str| format!("services.\"{name}\".retry.{k}");
+    let span = |k: &str, v: &Option<String>| -> Result<Option<Duration>, ConfigError> {
+        v.as_deref()
+            .map(|v| match duration(Some(v), &key(k), Duration::ZERO)? {
+                d if d.is_zero() && k != "backoff" => {
+                    Err(ConfigError(format!("{} must be greater than zero", key(k))))
+                }
+                d => Ok(d),
+            })
+            .transpose()
+    };
+    if let Some(a) = r.attempts
+        && !(1..=edge::upstream::MAX_ATTEMPTS).contains(&a)
+    {
+        return Err(ConfigError(format!(
+            "{}: {a} is not 1..={} (attempts in all, the first included; 1: no retry)",
+            key("attempts"),
+            edge::upstream::MAX_ATTEMPTS
+        )));
+    }
+    let codes = match &r.codes {
+        Some(codes) if codes.is_empty() => {
+            return Err(ConfigError(format!(
+                "{}: name at least one status code (attempts = 1 turns retries off)",
+                key("codes")
+            )));
+        }
+        Some(codes) => Some(
+            edge::upstream::Codes::parse(codes.iter().map(String::as_str))
+                .map_err(|e| ConfigError(format!("{}: {e}", key("codes"))))?,
+        ),
+        None => None,
+    };
+    let settings = edge::upstream::RetrySettings {
+        codes,
+        attempts: r.attempts,
+        backoff: span("backoff", &r.backoff)?,
+        max_backoff: span("max_backoff", &r.max_backoff)?,
+        per_try_timeout: span("per_try_timeout", &r.per_try_timeout)?,
+    };
+    if let (Some(b), Some(m)) = (settings.backoff, settings.max_backoff)
+        && m < b
+    {
+        return Err(ConfigError(format!(
+            "{}: {m:?} is below backoff ({b:?})",
+            key("max_backoff")
+        )));
+    }
+    Ok(settings)
 }
 
 /// `value` of `key`, refused below the upstreams' shortest interval (a tiny one would flood

@@ -505,6 +505,87 @@ fn openapi_path_is_a_path_or_nothing() {
 }
 
 #[test]
+fn retry_policies_budget_and_outlier_detection() {
+    use edge::upstream::{Codes, RetrySettings};
+    use std::time::Duration;
+    let resolved = |toml: &str| {
+        let text = format!("upstream = \"http://h:1\"\nprotos = [\"a\"]\n{toml}");
+        FileConfig::parse(&text, Path::new("."))
+            .and_then(|file| resolve(args(&[]), file))
+            .map_err(|e| e.to_string())
+    };
+    let r = resolved(
+        "retry_budget = 0.5\nconsecutive_failures = 0\n\
+         [services.\"p.S\"]\nretry = { codes = [\"unavailable\", \"RESOURCE_EXHAUSTED\"], attempts = 4, backoff = \"10ms\", max_backoff = \"1s\" }\n\
+         [services.\"p.S.M\"]\nretry = { attempts = 1 }\n\
+         [services.\"p.S.N\".retry]\nper_try_timeout = \"2s\"\n",
+    )
+    .unwrap();
+    assert_eq!(r.upstream_options.retry_budget, 0.5);
+    assert_eq!(r.upstream_options.consecutive_failures, 0);
+    let retries = &r.edge.retries;
+    assert_eq!(retries.len(), 3);
+    assert_eq!(
+        retries[0],
+        (
+            "p.S".to_owned(),
+            RetrySettings {
+                codes: Some(Codes::parse(["UNAVAILABLE", "RESOURCE_EXHAUSTED"]).unwrap()),
+                attempts: Some(4),
+                backoff: Some(Duration::from_millis(10)),
+                max_backoff: Some(Duration::from_secs(1)),
+                per_try_timeout: None,
+            }
+        )
+    );
+    // A method's keys over its service's: one attempt is no policy.
+    assert_eq!(retries[1].1.or(retries[0].1).policy(), None);
+    let n = retries[2].1.or(retries[0].1).policy().unwrap();
+    assert_eq!(
+        (n.attempts, n.per_try_timeout),
+        (4, Some(Duration::from_secs(2)))
+    );
+    // Defaults.
+    let plain = resolved("").unwrap();
+    assert_eq!(plain.upstream_options.retry_budget, 0.2);
+    assert_eq!(plain.upstream_options.consecutive_failures, 5);
+    assert!(plain.edge.retries.is_empty());
+    for (bad, names) in [
+        ("retry_budget = 1.5", "retry_budget"),
+        ("retry_budget = -0.1", "retry_budget"),
+        (
+            "[services.\"p.S\"]\nretry = { attempts = 0 }",
+            "retry.attempts",
+        ),
+        (
+            "[services.\"p.S\"]\nretry = { attempts = 11 }",
+            "retry.attempts",
+        ),
+        ("[services.\"p.S\"]\nretry = { codes = [] }", "retry.codes"),
+        (
+            "[services.\"p.S\"]\nretry = { codes = [\"5xx\"] }",
+            "retry.codes",
+        ),
+        (
+            "[services.\"p.S\"]\nretry = { per_try_timeout = \"0s\" }",
+            "retry.per_try_timeout",
+        ),
+        (
+            "[services.\"p.S\"]\nretry = { backoff = \"soon\" }",
+            "retry.backoff",
+        ),
+        (
+            "[services.\"p.S\"]\nretry = { backoff = \"1s\", max_backoff = \"10ms\" }",
+            "retry.max_backoff",
+        ),
+        ("[services.\"p.S\"]\nretry = { tries = 3 }", "tries"),
+    ] {
+        let e = resolved(bad).unwrap_err();
+        assert!(e.contains(names), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn json_rendering_and_its_overrides() {
     use edge::json_options::{JsonSettings, JsonStream};
     let json = |toml: &str| {
