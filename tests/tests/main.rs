@@ -26,6 +26,7 @@ mod python;
 mod redis;
 mod reload;
 mod rest;
+mod retries;
 mod shedding;
 mod streams;
 mod timeouts;
