@@ -110,6 +110,9 @@ fi
 # The first pattern that matches wins, so the more specific ones come first.
 expectation_of() {
   case "$1" in
+    *"protogate import --envoy"*" > "*) echo import_envoy_file ;;   # … into a file
+    *"protogate import --envoy"*) echo import_envoy ;;          # an Envoy configuration imported
+    *"protogate import --grpc-gateway"*) echo import_grpc_gateway ;;  # a grpc-gateway set-up imported
     *"--from msgpack --to json"*) echo msgpack_in ;;          # MessagePack in, read back by convert
     *"content-type: application/grpc"*) echo grpc_through ;;    # gRPC over h2c, shown by xxd
     *"connect-protocol-version: 1"*) echo connect_error ;;      # Connect's error JSON
@@ -135,6 +138,9 @@ declare -A expect=(
   [check]='^ok: 4 methods, 4 REST routes .*GET +/v1/orders/\{id\} +demo.shop.v1.Shop/GetOrder'
   [convert_to_protobuf]='^$'
   [convert_back]='^\{"id":"1"\}$'
+  [import_envoy_file]='^$'
+  [import_envoy]='^# protogate.toml imported from docs/examples/envoy.yaml.*upstream = "http://127.0.0.1:50051".*indent = 2'
+  [import_grpc_gateway]='^# protogate.toml imported from docs/examples/grpc-gateway.toml.*upstream = "http://127.0.0.1:50051".*enums_as_ints = true'
 )
 declare -A used=()
 

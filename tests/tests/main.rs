@@ -17,6 +17,7 @@ mod forwarding;
 mod gateway;
 mod grpc_clients;
 mod grpcgw_diff;
+mod import;
 mod json_options;
 mod limits;
 mod observability;

@@ -33,6 +33,59 @@ pub enum Command {
     /// Print a running gateway's migration report: who still speaks JSON, what it costs, the
     /// sunset state (its GET /admin/migration.json).
     Report(ReportArgs),
+    /// Read an Envoy gRPC-JSON transcoder or a grpc-gateway set-up and print the
+    /// protogate.toml that serves the same requests, naming every option it cannot carry over.
+    Import(ImportArgs),
+}
+
+/// `protogate import`.
+#[derive(Args, Debug, Clone, Default)]
+#[command(group = clap::ArgGroup::new("from").required(true).args(["envoy", "grpc_gateway"]))]
+pub struct ImportArgs {
+    /// An Envoy configuration (YAML or JSON) with a grpc_json_transcoder filter in
+    /// static_resources: its listener, routes and clusters are read too.
+    #[arg(long, value_name = "FILE")]
+    pub envoy: Option<PathBuf>,
+    /// A grpc-gateway set-up: its options in a small TOML file (docs/coming-from-envoy.md
+    /// shows its keys), or none with the flags below alone.
+    #[arg(long = "grpc-gateway", value_name = "FILE", num_args = 0..=1)]
+    pub grpc_gateway: Option<Option<PathBuf>>,
+    /// grpc-gateway: the gRPC server's address (its --grpc-server-endpoint).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub grpc_server_endpoint: Option<String>,
+    /// grpc-gateway: the address it listens on.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// grpc-gateway: protojson's MarshalOptions.EmitUnpopulated.
+    #[arg(long)]
+    pub emit_unpopulated: bool,
+    /// grpc-gateway: protojson's MarshalOptions.EmitDefaultValues.
+    #[arg(long)]
+    pub emit_default_values: bool,
+    /// grpc-gateway: protojson's MarshalOptions.UseProtoNames.
+    #[arg(long)]
+    pub use_proto_names: bool,
+    /// grpc-gateway: protojson's MarshalOptions.UseEnumNumbers.
+    #[arg(long)]
+    pub use_enum_numbers: bool,
+    /// grpc-gateway: protojson's MarshalOptions.Indent (with Multiline), e.g. "  ".
+    #[arg(long, value_name = "STRING")]
+    pub indent: Option<String>,
+    /// grpc-gateway: protojson's MarshalOptions.Multiline.
+    #[arg(long)]
+    pub multiline: bool,
+    /// grpc-gateway: protojson's UnmarshalOptions.DiscardUnknown.
+    #[arg(long)]
+    pub discard_unknown: bool,
+    /// grpc-gateway: a header its WithIncomingHeaderMatcher passes (a name, or a prefix
+    /// ending in `*`). Repeatable.
+    #[arg(long = "incoming-header", value_name = "NAME")]
+    pub incoming_headers: Vec<String>,
+    /// grpc-gateway: a metadata name its WithOutgoingHeaderMatcher passes. Repeatable.
+    #[arg(long = "outgoing-header", value_name = "NAME")]
+    pub outgoing_headers: Vec<String>,
+    #[command(flatten)]
+    pub schema: SchemaArgs,
 }
 
 /// Where the schema comes from.

@@ -22,6 +22,7 @@ mod convert;
 pub mod demo;
 mod disk;
 mod duration;
+pub mod import;
 pub mod jwks;
 mod listen;
 mod logging;
@@ -66,6 +67,7 @@ pub fn main() -> ExitCode {
         cli::Command::Demo(args) => demo::run(args),
         cli::Command::Convert(args) => convert::run(args),
         cli::Command::Report(args) => report::run(args),
+        cli::Command::Import(args) => import::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
