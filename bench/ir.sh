@@ -33,6 +33,7 @@
 #                 token_cache = 0 (every signature checked); apikey: an API key instead;
 #                 header: the same bearer token sent to a gateway without [auth]
 #   IR_RATE_LIMIT=1  [rate_limit] on, a budget no request exhausts (the bucket's cost)
+#   IR_RETRY=1    the service has a retry policy (no call fails: the policy's own cost)
 #   IR_BUILD=0    skip `cargo build`
 # Needs valgrind, perf (linux-perf), h2load (nghttp2-client), openssl for IR_TLS.
 set -euo pipefail
@@ -125,6 +126,9 @@ case ${IR_AUTH:-} in
 esac
 if [[ ${IR_RATE_LIMIT:-0} == 1 ]]; then
   printf '[rate_limit]\nper_client = 1000000000\n' >> "$CONFIG"
+fi
+if [[ ${IR_RETRY:-0} == 1 ]]; then
+  printf '[services."bench.v1.BenchService"]\nretry = { attempts = 3 }\n' >> "$CONFIG"
 fi
 [[ -s $CONFIG ]] && ARGS+=(--config "$CONFIG")
 SCHEME=http

@@ -543,37 +543,8 @@ impl Upstreams {
             return self.relay_outgoing(service, path, headers, body).await;
         };
         let pool = &self.route(service)?.pool;
-        let path = method_path(path)?;
-        let mut attempts = retry::Attempts::new(policy, &pool.budget, timeout);
-        loop {
-            let (previous, limit) = attempts.begin();
-            let mut request = http::Request::new(stream::Outgoing::Whole(body.clone()));
-            *request.method_mut() = http::Method::POST;
-            *request.uri_mut() = http::Uri::from(path.clone());
-            let head = request.headers_mut();
-            *head = headers.clone();
-            head.insert(exchange::GRPC_TIMEOUT, grpc_timeout(limit));
-            if let Some(previous) = previous {
-                head.insert(retry::PREVIOUS_ATTEMPTS, previous);
-            }
-            let attempt = stream::open(pool.clone(), request);
-            let outcome = match policy.per_try_timeout {
-                Some(_) => tokio::time::timeout(limit, attempt)
-                    .await
-                    .unwrap_or_else(|_| Err(retry::per_try_expired(limit))),
-                None => attempt.await,
-            };
-            let (status, outcome) = match outcome {
-                Ok(response) => match stream::trailers_only_status(&response) {
-                    Some(status) => (status, Ok(response)),
-                    None => return Ok(response),
-                },
-                Err(status) => (status.clone(), Err(status)),
-            };
-            if !attempts.again(&status).await {
-                return outcome;
-            }
-        }
+        // Boxed, as a unary call's attempts are (unary.rs): the relay's future stays small.
+        Box::pin(relay_attempts(pool, path, headers, body, policy, timeout)).await
     }
 
     async fn relay_outgoing(
@@ -613,6 +584,48 @@ impl Upstreams {
             body,
             metadata: metadata.into_headers(),
         })
+    }
+}
+
+/// A relayed unary call's attempts under `policy` within `timeout` (`Upstreams::relay_whole`).
+async fn relay_attempts(
+    pool: &Arc<pool::Pool>,
+    path: &str,
+    headers: HeaderMap,
+    body: Bytes,
+    policy: &RetryPolicy,
+    timeout: Duration,
+) -> Result<http::Response<stream::AnswerBody>, Status> {
+    let path = method_path(path)?;
+    let mut attempts = retry::Attempts::new(policy, &pool.budget, timeout);
+    loop {
+        let (previous, limit) = attempts.begin();
+        let mut request = http::Request::new(stream::Outgoing::Whole(body.clone()));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = http::Uri::from(path.clone());
+        let head = request.headers_mut();
+        *head = headers.clone();
+        head.insert(exchange::GRPC_TIMEOUT, grpc_timeout(limit));
+        if let Some(previous) = previous {
+            head.insert(retry::PREVIOUS_ATTEMPTS, previous);
+        }
+        let attempt = stream::open(pool.clone(), request);
+        let outcome = match policy.per_try_timeout {
+            Some(_) => tokio::time::timeout(limit, attempt)
+                .await
+                .unwrap_or_else(|_| Err(retry::per_try_expired(limit))),
+            None => attempt.await,
+        };
+        let (status, outcome) = match outcome {
+            Ok(response) => match stream::trailers_only_status(&response) {
+                Some(status) => (status, Ok(response)),
+                None => return Ok(response),
+            },
+            Err(status) => (status.clone(), Err(status)),
+        };
+        if !attempts.again(&status).await {
+            return outcome;
+        }
     }
 }
 

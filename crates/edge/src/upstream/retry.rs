@@ -272,7 +272,8 @@ impl Budget {
 pub(super) struct Attempts<'a> {
     policy: &'a RetryPolicy,
     budget: &'a Budget,
-    /// The call's deadline.
+    /// The call's time, and its deadline.
+    timeout: Duration,
     deadline: Instant,
     /// Attempts made so far.
     made: u32,
@@ -285,6 +286,7 @@ impl<'a> Attempts<'a> {
         Attempts {
             policy,
             budget,
+            timeout,
             deadline: Instant::now() + timeout,
             made: 0,
         }
@@ -294,8 +296,14 @@ impl<'a> Attempts<'a> {
     /// deadline (the per-try timeout within what is left of the call's).
     pub(super) fn begin(&mut self) -> (Option<HeaderValue>, Duration) {
         let previous = (self.made > 0).then(|| HeaderValue::from(self.made));
+        // The first attempt has the whole deadline, read off no clock: the `grpc-timeout` of
+        // a call without a policy, whose header value is made once (exchange.rs).
+        let left = if self.made == 0 {
+            self.timeout
+        } else {
+            self.deadline.saturating_duration_since(Instant::now())
+        };
         self.made += 1;
-        let left = self.deadline.saturating_duration_since(Instant::now());
         let limit = self.policy.per_try_timeout.map_or(left, |t| t.min(left));
         (previous, limit)
     }

@@ -119,9 +119,9 @@ impl Call<'_> {
     }
 
     /// One attempt, within `limit`; a `retry` carries its `grpc-previous-rpc-attempts` and
-    /// goes to another endpoint than the one before when there is one. A call the upstream did not
-    /// process is sent once more (not an attempt of a retry policy: gRFC A6's transparent
-    /// retry). Its failure, with the endpoint that answered it when one did.
+    /// goes to another endpoint than the one before when there is one. A call the upstream
+    /// did not process is sent once more (not an attempt of a retry policy: gRFC A6's
+    /// transparent retry). Its failure, with the endpoint that answered it when one did.
     async fn deliver(
         &self,
         limit: Duration,

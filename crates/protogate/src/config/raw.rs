@@ -478,8 +478,9 @@ pub enum JsonStreamConfig {
     Sse,
 }
 
-/// `[services."pkg.Service"]`: one service's upstream, health checks, schema, TLS and JSON
-/// rendering; `[services."pkg.Service.Method"]`: one method's JSON rendering.
+/// `[services."pkg.Service"]`: one service's upstream, health checks, schema, TLS, deadline
+/// cap, retry policy and JSON rendering; `[services."pkg.Service.Method"]`: one method's
+/// deadline cap, retry policy and JSON rendering.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceConfig {

@@ -254,8 +254,8 @@ impl Upstreams {
         for (name, s) in &file.services {
             let own = s.tls();
             let Some(upstream) = s.upstream.clone() else {
-                // A table for the JSON rendering or the timeout only: the settings of an
-                // upstream need one.
+                // A table for the JSON rendering, the timeout or the retry policy only: the
+                // settings of an upstream need one.
                 if !own.is_empty() || s.health_check.is_some() || s.reflect.is_some() {
                     return Err(ConfigError(format!(
                         "services.\"{name}\": ca, client_cert, client_key, server_name, health_check and reflect are settings of its own upstream; it has none (set upstream, or leave them out)"
