@@ -4,13 +4,10 @@
 //! options (tests/oracle/render_json.py) — on Envoy's routes: the annotated REST templates
 //! and `POST /pkg.Service/Method`.
 
-use std::process::Command;
-
-use protogate_tests::{Http, TempDir, config_from_toml, library, start_resolved, workspace};
+use protogate_tests::{Http, TempDir, config_from_toml, library, start_resolved};
 use serde_json::Value;
 
-use crate::external;
-use crate::python::{PYTHON_LIMIT, python};
+use crate::python::python;
 
 /// The Envoy configuration: `{descriptor}` and `{port}` filled in by the test.
 const ENVOY: &str = r#"
@@ -139,24 +136,8 @@ async fn an_imported_envoy_configuration_serves_what_envoy_would() {
             String::from_utf8(json.body.to_vec()).unwrap(),
         ));
     }
-    let out = external::output(
-        Command::new(&py)
-            .arg(workspace().join("tests/oracle/render_json.py"))
-            .arg(&set),
-        Some(cases.into_bytes()),
-        PYTHON_LIMIT,
-    )
-    .expect("render_json.py runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let theirs: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let theirs = crate::json_options::json_format(&py, &set, cases);
+    assert_eq!(theirs.len(), ours.len());
     for ((what, ours), theirs) in ours.iter().zip(&theirs) {
         let (a, b): (Value, Value) = (
             serde_json::from_str(ours).unwrap(),

@@ -2,6 +2,8 @@
 //! `json_format.MessageToJson` with the same options (tests/oracle/render_json.py), the
 //! overrides per service and method, and the framing of JSON answer streams.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::Command;
 
 use protogate_tests::{Http, TempDir, library, start_library_toml, workspace};
@@ -68,6 +70,29 @@ fn layout(text: &str) -> String {
     out
 }
 
+/// What `json_format.MessageToJson` prints for each of `cases` (tests/oracle/render_json.py's
+/// input lines), the messages' types in the descriptor set `set`.
+pub(crate) fn json_format(py: &str, set: &std::path::Path, cases: String) -> Vec<String> {
+    let out = external::output(
+        Command::new(py)
+            .arg(workspace().join("tests/oracle/render_json.py"))
+            .arg(set),
+        Some(cases.into_bytes()),
+        PYTHON_LIMIT,
+    )
+    .expect("render_json.py runs");
+    assert!(
+        out.status.success(),
+        "render_json.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_option_renders_as_json_format_does() {
     let test = "each_option_renders_as_json_format_does";
@@ -115,24 +140,7 @@ async fn each_option_renders_as_json_format_does() {
         s.gw.stop().await;
         s.backend.stop().await;
     }
-    let out = external::output(
-        Command::new(&py)
-            .arg(workspace().join("tests/oracle/render_json.py"))
-            .arg(&set),
-        Some(cases.into_bytes()),
-        PYTHON_LIMIT,
-    )
-    .expect("render_json.py runs");
-    assert!(
-        out.status.success(),
-        "render_json.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let theirs: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let theirs = json_format(&py, &set, cases);
     assert_eq!(theirs.len(), ours.len());
     for ((what, ours), theirs) in ours.iter().zip(&theirs) {
         let (a, b): (Value, Value) = (

@@ -73,6 +73,20 @@ pub struct RetryLabels {
     pub code: &'static str,
 }
 
+/// The upstreams' metric families: the upstream pools fill them, the registry exposes them
+/// (`register_upstreams`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct UpstreamFamilies {
+    /// `protogate_upstream_endpoints{upstream,state}`.
+    pub(crate) endpoints: Family<EndpointLabels, Gauge>,
+    /// `protogate_upstream_requests_total{upstream}`.
+    pub(crate) calls: Family<UpstreamLabels, Counter>,
+    /// `protogate_upstream_retries_total{upstream,code}`.
+    pub(crate) retries: Family<RetryLabels, Counter>,
+    /// `protogate_upstream_retries_refused_total{upstream}`.
+    pub(crate) retries_refused: Family<UpstreamLabels, Counter>,
+}
+
 /// `protogate_upstream_endpoints`'s labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EndpointLabels {
@@ -375,7 +389,7 @@ impl Metrics {
     }
 
     /// The upstreams' families: endpoints by state, calls sent, retries.
-    pub(crate) fn register_upstreams(&mut self, families: crate::upstream::UpstreamFamilies) {
+    pub(crate) fn register_upstreams(&mut self, families: UpstreamFamilies) {
         self.registry.register(
             "protogate_upstream_endpoints",
             "Endpoints of each upstream (every address its URLs resolve to), by state: healthy or ejected",
@@ -389,12 +403,12 @@ impl Metrics {
         self.registry.register(
             "protogate_upstream_retries",
             "Attempts a retry policy sent again, by upstream and the status the attempt before had",
-            families.budget.retries,
+            families.retries,
         );
         self.registry.register(
             "protogate_upstream_retries_refused",
             "Retries a retry policy asked for that the upstream's retry budget did not allow",
-            families.budget.refused,
+            families.retries_refused,
         );
     }
 

@@ -25,6 +25,9 @@ pub(super) const TRAILERS: HeaderValue = HeaderValue::from_static("trailers");
 pub(super) const USER_AGENT: HeaderValue =
     HeaderValue::from_static(concat!("protogate/", env!("CARGO_PKG_VERSION")));
 pub(super) const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+/// The upstream's say on when (or whether) to retry, in its trailers (gRFC A6): kept in an
+/// error status's metadata for a retry policy (retry.rs) to read.
+pub(super) const PUSHBACK: &str = "grpc-retry-pushback-ms";
 pub(super) const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
@@ -215,7 +218,7 @@ fn is_grpc_content_type(t: &[u8]) -> bool {
 fn merge_metadata(metadata: &mut HeaderMap, trailers: &HeaderMap) {
     for (name, value) in trailers {
         let n = name.as_str();
-        if !n.starts_with("grpc-") || n == super::retry::PUSHBACK {
+        if !n.starts_with("grpc-") || n == PUSHBACK {
             metadata.append(name.clone(), value.clone());
         }
     }

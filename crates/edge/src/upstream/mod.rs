@@ -15,6 +15,7 @@ mod pool;
 mod reflection;
 
 pub use pool::MIN_INTERVAL;
+mod random;
 mod resolve;
 mod retry;
 mod stream;
@@ -27,7 +28,7 @@ pub use resolve::{Resolution, Resolve, SystemResolver};
 pub use retry::{Codes, MAX_ATTEMPTS, MIN_RETRIES, RetryPolicy, RetrySettings};
 
 use crate::error::SetupError;
-use crate::metrics::{EndpointLabels, MethodName, UpstreamLabels};
+use crate::metrics::{EndpointLabels, MethodName, UpstreamFamilies, UpstreamLabels};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,9 +36,6 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes};
 use http::HeaderMap;
 use http::uri::PathAndQuery;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::{Status, metadata::MetadataMap};
 
@@ -97,18 +95,6 @@ pub struct Upstreams {
     by_service: HashMap<String, Route, foldhash::fast::RandomState>,
     max_response_bytes: usize,
     families: UpstreamFamilies,
-}
-
-/// The upstreams' metric families, registered by the edge's metrics.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct UpstreamFamilies {
-    /// `protogate_upstream_endpoints{upstream,state}`.
-    pub(crate) endpoints: Family<EndpointLabels, Gauge>,
-    /// `protogate_upstream_requests_total{upstream}`.
-    pub(crate) calls: Family<UpstreamLabels, Counter>,
-    /// `protogate_upstream_retries_total{upstream,code}` and
-    /// `protogate_upstream_retries_refused_total{upstream}`.
-    pub(crate) budget: retry::BudgetFamilies,
 }
 
 /// Where one service's calls go: its upstream's pool, unary calls and streams alike.
@@ -384,7 +370,7 @@ impl Upstreams {
                         upstream: label.clone(),
                     })
                     .clone(),
-                budget: retry::Budget::new(options.retry_budget, label, &families.budget),
+                budget: retry::Budget::new(options.retry_budget, label, &families),
                 resolver: resolver.clone(),
             };
             let pool = pool::Pool::new(&targets, settings)?;

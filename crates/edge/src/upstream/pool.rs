@@ -10,7 +10,6 @@
 //! work beats one refused outright, as Envoy's panic threshold does). Calls that arrive
 //! together share one endpoint's writes, a batch at a time ([`Pool::keep`]).
 
-use std::cell::Cell;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -511,8 +510,8 @@ fn pick(endpoints: &[Arc<Endpoint>], avoid: Option<&Arc<Endpoint>>) -> Option<Ar
         0 => fallback(),
         1 => nth(0).or_else(fallback),
         _ => {
-            let first = random_below(count);
-            let mut second = random_below(count - 1);
+            let first = super::random::below(count);
+            let mut second = super::random::below(count - 1);
             if second >= first {
                 second += 1;
             }
@@ -525,28 +524,6 @@ fn pick(endpoints: &[Arc<Endpoint>], avoid: Option<&Arc<Endpoint>>) -> Option<Ar
             })
         }
     }
-}
-
-/// A number below `n` from a per-thread xorshift generator seeded by the standard library's
-/// random hasher keys: the balancer needs spread, not secrecy.
-pub(super) fn random_below(n: usize) -> usize {
-    thread_local! {
-        static STATE: Cell<u64> = Cell::new({
-            use std::hash::{BuildHasher, Hasher};
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_usize(0);
-            h.finish() | 1
-        });
-    }
-    STATE.with(|state| {
-        let mut x = state.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        state.set(x);
-        // Multiply-shift: unbiased enough for small n, no division.
-        ((u128::from(x) * n as u128) >> 64) as usize
-    })
 }
 
 /// The upstream's name: its URLs as configured, comma-separated.
@@ -620,7 +597,7 @@ mod tests {
                 budget: super::super::retry::Budget::new(
                     0.2,
                     crate::metrics::MethodName("u".into()),
-                    &Default::default(),
+                    &crate::metrics::UpstreamFamilies::default(),
                 ),
                 resolver: Arc::new(super::super::SystemResolver),
             },
@@ -723,16 +700,5 @@ mod tests {
         only[0].eject("test");
         let call = pool.attempt_on(None).await.unwrap();
         assert!(Arc::ptr_eq(call.endpoint(), &only[0]));
-    }
-
-    #[test]
-    fn random_draws_cover_the_range_evenly() {
-        let mut seen = [0u32; 3];
-        for _ in 0..30_000 {
-            seen[random_below(3)] += 1;
-        }
-        for count in seen {
-            assert!((9_000..11_000).contains(&count), "{seen:?}");
-        }
     }
 }

@@ -27,13 +27,12 @@ use tokio::time::Instant;
 use tonic::Status;
 
 use crate::error::Code;
-use crate::metrics::{MethodName, RetryLabels, UpstreamLabels};
+use crate::metrics::{MethodName, RetryLabels, UpstreamFamilies, UpstreamLabels};
 
 /// The header a retry's attempt carries: how many attempts went before it.
 pub(super) const PREVIOUS_ATTEMPTS: http::HeaderName =
     http::HeaderName::from_static("grpc-previous-rpc-attempts");
-/// The upstream's say on when (or whether) to retry, in its trailers (gRFC A6).
-pub(super) const PUSHBACK: &str = "grpc-retry-pushback-ms";
+use super::exchange::PUSHBACK;
 
 /// The budget's window.
 const WINDOW_SECONDS: usize = 10;
@@ -202,15 +201,8 @@ impl Window {
     }
 }
 
-/// The budget's counters, registered with the edge's metrics.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct BudgetFamilies {
-    pub(crate) retries: Family<RetryLabels, Counter>,
-    pub(crate) refused: Family<UpstreamLabels, Counter>,
-}
-
 impl Budget {
-    pub(super) fn new(ratio: f64, upstream: MethodName, families: &BudgetFamilies) -> Budget {
+    pub(super) fn new(ratio: f64, upstream: MethodName, families: &UpstreamFamilies) -> Budget {
         let now = Instant::now();
         Budget {
             ratio,
@@ -223,7 +215,7 @@ impl Budget {
             }),
             retries: families.retries.clone(),
             refused: families
-                .refused
+                .retries_refused
                 .get_or_create(&UpstreamLabels {
                     upstream: upstream.clone(),
                 })
@@ -341,7 +333,7 @@ impl<'a> Attempts<'a> {
             .saturating_mul(1 << doublings)
             .min(self.policy.max_backoff);
         let nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
-        Duration::from_nanos(super::pool::random_below(nanos as usize) as u64)
+        Duration::from_nanos(super::random::below(nanos as usize) as u64)
     }
 }
 
@@ -426,8 +418,8 @@ mod tests {
         assert_eq!(pushback_of(b"soon"), None);
     }
 
-    fn budget(ratio: f64) -> (Budget, BudgetFamilies) {
-        let families = BudgetFamilies::default();
+    fn budget(ratio: f64) -> (Budget, UpstreamFamilies) {
+        let families = UpstreamFamilies::default();
         let budget = Budget::new(ratio, MethodName("u".into()), &families);
         (budget, families)
     }
@@ -440,7 +432,7 @@ mod tests {
         assert_eq!(spent, MIN_RETRIES as usize);
         assert_eq!(
             families
-                .refused
+                .retries_refused
                 .get_or_create(&UpstreamLabels {
                     upstream: MethodName("u".into())
                 })

@@ -443,17 +443,6 @@ fn retry_policy(out: &mut Imported, route: &str, p: &Yaml) -> Option<toml::Value
     Some(toml::Value::Table(t))
 }
 
-/// The route a call of `method` (`/pkg.Service/Method`) takes: the first that matches it.
-fn route_of<'r>(routes: &'r [Route], method: &str) -> Option<&'r Route> {
-    routes.iter().find(|r| {
-        if r.exact {
-            r.prefix == method
-        } else {
-            method.starts_with(&r.prefix)
-        }
-    })
-}
-
 // === upstreams ===
 
 /// One cluster as protogate keys: its URLs and TLS files.
@@ -472,16 +461,17 @@ fn read_upstreams(out: &mut Imported, resources: &Yaml, services: &[String], rou
     // A service's route: one matching the whole service (`/pkg.Service/` or shorter).
     let mut chosen: Vec<(&String, Option<&Route>)> = Vec::new();
     for service in services {
-        let whole = routes
+        let at = routes
             .iter()
-            .find(|r| !r.exact && format!("/{service}/").starts_with(&r.prefix));
-        let route = whole.or_else(|| route_of(routes, &format!("/{service}/")));
+            .position(|r| !r.exact && format!("/{service}/").starts_with(&r.prefix));
+        let route = at.map(|at| &routes[at]);
         if route.is_none() {
             out.not_carried(format!("service {service}: no route takes its calls"));
         }
         chosen.push((service, route));
-        // Routes of single methods inside the service, before the service's own.
-        for r in routes {
+        // Routes of single methods inside the service before the service's own (Envoy takes
+        // the first route that matches: one after it is never taken).
+        for r in &routes[..at.unwrap_or(routes.len())] {
             let Some(method) = r.prefix.strip_prefix(&format!("/{service}/")) else {
                 continue;
             };

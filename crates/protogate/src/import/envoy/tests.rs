@@ -49,6 +49,8 @@ static_resources:
                     retry_back_off: {base_interval: 0.01s, max_interval: 0.1s}
               - match: {prefix: "/shop.v1.Shop"}
                 route: {cluster: shop, timeout: 60s, prefix_rewrite: "/x"}
+              - match: {path: "/shop.v1.Shop/ListOrders"}
+                route: {cluster: shop, timeout: 9s}
               - match: {prefix: "/billing.v1.Billing"}
                 route: {cluster: billing}
           http_filters:
@@ -183,6 +185,8 @@ fn a_full_configuration_maps_to_keys() {
     assert_eq!(retry["per_try_timeout"].as_str(), Some("500ms"));
     assert_eq!(retry["backoff"].as_str(), Some("10ms"));
     assert_eq!(retry["max_backoff"].as_str(), Some("100ms"));
+    // A method's route after its service's is never taken, by Envoy or here.
+    assert!(services.get("shop.v1.Shop.ListOrders").is_none(), "{t:?}");
     // Cluster policies: one of each.
     assert_eq!(t["consecutive_failures"].as_integer(), Some(3));
     assert_eq!(t["health_interval"].as_str(), Some("2s"));
