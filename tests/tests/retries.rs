@@ -32,7 +32,7 @@ enum Did {
     Refused,
     /// Did the work and answered it.
     Processed,
-    /// Held the call (it is cancelled before it is processed, or processed late).
+    /// Held the call, never answering it (the gateway cancels it).
     Stalled,
 }
 
@@ -42,7 +42,7 @@ enum Rule {
     /// Refuses with `code` each call but every `every`th (numbers `every - 1`,
     /// `2 × every - 1`, …): a fixed share of `1 - 1/every` of the calls fails.
     FailAllBut { every: u64, code: tonic::Code },
-    /// Holds the first attempt of every id for 30 s, answers the others at once.
+    /// Holds the first attempt of every id unanswered, answers the others at once.
     StallFirst,
     /// Refuses every call UNAVAILABLE with `grpc-retry-pushback-ms: ms`.
     Pushback(&'static str),
@@ -76,15 +76,8 @@ impl Ledger {
         self.by_id.lock().unwrap().clone()
     }
 
-    fn note(&self, id: i64, seen: Seen) -> usize {
-        let mut by_id = self.by_id.lock().unwrap();
-        let attempts = by_id.entry(id).or_default();
-        attempts.push(seen);
-        attempts.len() - 1
-    }
-
-    fn processed(&self, id: i64, at: usize) {
-        self.by_id.lock().unwrap().get_mut(&id).unwrap()[at].did = Did::Processed;
+    fn note(&self, id: i64, seen: Seen) {
+        self.by_id.lock().unwrap().entry(id).or_default().push(seen);
     }
 }
 
@@ -129,10 +122,9 @@ impl tonic::server::UnaryService<Bytes> for FlakyEcho {
                     Err(status)
                 }
                 Rule::StallFirst if first => {
-                    let at = flaky.ledger.note(id, seen(Did::Stalled));
-                    tokio::time::sleep(Duration::from_secs(30)).await;
-                    flaky.ledger.processed(id, at);
-                    Ok(tonic::Response::new(bytes))
+                    // Held until the gateway gives up on it (its stream reset drops this).
+                    flaky.ledger.note(id, seen(Did::Stalled));
+                    std::future::pending().await
                 }
                 _ => {
                     flaky.ledger.note(id, seen(Did::Processed));

@@ -382,7 +382,7 @@ fn routes_of(out: &mut Imported, hcm: &Yaml) -> Vec<Route> {
                 cluster: get(action, "cluster")
                     .and_then(Yaml::as_str)
                     .map(str::to_owned),
-                timeout: get(action, "timeout").and_then(duration),
+                timeout: duration_at(out, &name, action, "timeout"),
                 retry,
             });
         }
@@ -419,24 +419,33 @@ fn retry_policy(out: &mut Imported, route: &str, p: &Yaml) -> Option<toml::Value
     let mut t = toml::Table::new();
     t.insert("codes".into(), strings(&codes));
     // Envoy retries once unless told otherwise.
-    let retries = get(p, "num_retries").and_then(number).unwrap_or(1);
+    let retries = match get(p, "num_retries") {
+        None => 1,
+        Some(n) => number(n).unwrap_or_else(|| {
+            out.not_carried(format!(
+                "{route}: num_retries {n:?} is not a count (Envoy's default, 1, taken)"
+            ));
+            1
+        }),
+    };
+    let attempts = retries.saturating_add(1);
     t.insert(
         "attempts".into(),
-        toml::Value::Integer((retries + 1).min(10) as i64),
+        toml::Value::Integer(attempts.min(10) as i64),
     );
-    if retries + 1 > 10 {
+    if attempts > 10 {
         out.not_carried(format!(
             "{route}: num_retries {retries} (protogate makes 10 attempts at most)"
         ));
     }
-    if let Some(d) = get(p, "per_try_timeout").and_then(duration) {
+    if let Some(d) = duration_at(out, route, p, "per_try_timeout") {
         t.insert("per_try_timeout".into(), d.into());
     }
     if let Some(b) = get(p, "retry_back_off") {
-        if let Some(d) = get(b, "base_interval").and_then(duration) {
+        if let Some(d) = duration_at(out, route, b, "base_interval") {
             t.insert("backoff".into(), d.into());
         }
-        if let Some(d) = get(b, "max_interval").and_then(duration) {
+        if let Some(d) = duration_at(out, route, b, "max_interval") {
             t.insert("max_backoff".into(), d.into());
         }
     }
@@ -678,7 +687,7 @@ fn read_cluster_policies(out: &mut Imported, clusters: &[&Yaml]) {
                 out.not_carried(format!(
                     "cluster {name}: a health check that is not grpc_health_check"
                 ));
-            } else if let Some(i) = get(h, "interval").and_then(duration) {
+            } else if let Some(i) = duration_at(out, &format!("cluster {name}"), h, "interval") {
                 once(
                     out,
                     "health_interval",
@@ -687,7 +696,7 @@ fn read_cluster_policies(out: &mut Imported, clusters: &[&Yaml]) {
                 );
             }
         }
-        if let Some(d) = get(c, "dns_refresh_rate").and_then(duration) {
+        if let Some(d) = duration_at(out, &format!("cluster {name}"), c, "dns_refresh_rate") {
             once(
                 out,
                 "dns_refresh",
@@ -816,6 +825,19 @@ fn real(y: &Yaml) -> Option<f64> {
         Yaml::Integer(n) => Some(*n as f64),
         _ => None,
     }
+}
+
+/// `y[key]` as a duration; one that is not a protobuf JSON duration is named as not carried
+/// over (`what`: where it is), never silently dropped.
+fn duration_at(out: &mut Imported, what: &str, y: &Yaml, key: &str) -> Option<String> {
+    let value = get(y, key)?;
+    let d = duration(value);
+    if d.is_none() {
+        out.not_carried(format!(
+            "{what}: {key} {value:?} is not a duration as Envoy writes one (\"1.5s\")"
+        ));
+    }
+    d
 }
 
 /// A protobuf JSON duration (`"60s"`, `"0.25s"`) as protogate writes one (`60s`, `250ms`).

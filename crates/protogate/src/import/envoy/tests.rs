@@ -271,6 +271,35 @@ fn what_cannot_be_imported_is_an_error_naming_it() {
 }
 
 #[test]
+fn a_retry_count_past_what_protogate_makes_or_no_count_is_named() {
+    let huge = FULL.replace("num_retries: 3", "num_retries: 9223372036854775807");
+    let (i, t) = imported(&huge);
+    let retry = &t["services"]["shop.v1.Shop.GetOrder"]["retry"];
+    assert_eq!(retry["attempts"].as_integer(), Some(10));
+    assert!(
+        i.not_carried
+            .iter()
+            .any(|n| n.contains("num_retries 9223372036854775807"))
+    );
+    // A duration Envoy would not read: named, not dropped.
+    let (i, _) = imported(&FULL.replace("per_try_timeout: 0.5s", "per_try_timeout: soon"));
+    assert!(
+        i.not_carried
+            .iter()
+            .any(|n| n.contains("per_try_timeout") && n.contains("not a duration"))
+    );
+    // Not a count at all: named, not silently defaulted.
+    let (i, t) = imported(&FULL.replace("num_retries: 3", "num_retries: many"));
+    let retry = &t["services"]["shop.v1.Shop.GetOrder"]["retry"];
+    assert_eq!(retry["attempts"].as_integer(), Some(2));
+    assert!(
+        i.not_carried
+            .iter()
+            .any(|n| n.contains("num_retries") && n.contains("not a count"))
+    );
+}
+
+#[test]
 fn durations_as_protogate_writes_them() {
     for (envoy, ours) in [
         ("60s", Some("60s")),
